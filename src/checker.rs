@@ -1,0 +1,521 @@
+//! The rule pass: one walk over the tree that keeps the context (scope, loops, grad mode,
+//! handlers, guards) and hands each node to the rules registered for its kind.
+
+use std::collections::HashSet;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+
+use tree_sitter::{Node, QueryCursor, Tree};
+
+use crate::diagnostic::Diagnostic;
+use crate::parse::{Descend, KINDS, Visit, text, walk};
+use crate::rules::RuleMeta;
+use crate::rules::declarative::{self, Context};
+use crate::semantic::scope::ScopeId;
+use crate::semantic::{SemanticModel, training};
+use crate::settings::Settings;
+use crate::source::{SourceFile, TextRange};
+
+/// Whether autograd records operations at a point of the program, as far as the enclosing
+/// code shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GradMode {
+    Enabled,
+    Disabled,
+    /// `torch.set_grad_enabled(flag)` with a flag only known at run time.
+    Conditional,
+    /// Inside a function with no grad context of its own: it depends on the caller.
+    FromCaller,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum GradEffect {
+    Disable,
+    Enable,
+    Conditional,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum FrameKind {
+    Function {
+        grad: Option<GradEffect>,
+    },
+    /// Lambdas and classes: code inside runs at another time than the surrounding code.
+    OtherScope,
+    Loop,
+    With {
+        grad: Option<GradEffect>,
+    },
+    Except,
+    If {
+        debug_guard: bool,
+    },
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Frame<'t> {
+    node: Node<'t>,
+    kind: FrameKind,
+}
+
+/// Evidence that a node runs once per batch: the loop or step function, and why.
+#[derive(Debug, Clone)]
+pub struct PerBatchEvidence {
+    pub range: TextRange,
+    pub reason: String,
+}
+
+/// A rule that failed with a panic, contained to this file.
+#[derive(Debug, Clone)]
+pub struct InternalError {
+    pub rule: Arc<RuleMeta>,
+    pub message: String,
+}
+
+pub struct Checker<'a> {
+    pub source: &'a SourceFile,
+    pub tree: &'a Tree,
+    pub model: &'a SemanticModel,
+    pub settings: &'a Settings,
+    frames: Vec<Frame<'a>>,
+    scopes: Vec<ScopeId>,
+}
+
+/// Runs every enabled rule over one parsed file in a single walk.
+pub fn check(
+    source: &SourceFile,
+    tree: &Tree,
+    model: &SemanticModel,
+    settings: &Settings,
+) -> (Vec<Diagnostic>, Vec<InternalError>) {
+    let dispatch = settings.dispatch();
+    let mut checker = Checker {
+        source,
+        tree,
+        model,
+        settings,
+        frames: Vec::new(),
+        scopes: vec![0],
+    };
+    let mut diagnostics = Vec::new();
+    let mut failed: Vec<InternalError> = Vec::new();
+    let mut disabled: HashSet<usize> = HashSet::new();
+    let mut cursor = QueryCursor::new();
+    cursor.set_max_start_depth(Some(0));
+
+    walk(tree.root_node(), |visit| {
+        let node = match visit {
+            Visit::Enter(node) => node,
+            Visit::Leave(node) => {
+                checker.leave(node);
+                return Descend::Yes;
+            }
+        };
+        {
+            if !node.is_named() {
+                return Descend::No;
+            }
+            checker.enter(node);
+            for (index, entry) in dispatch.for_kind(node.kind_id()) {
+                if disabled.contains(&index) {
+                    continue;
+                }
+                IN_RULE.with(|flag| flag.set(true));
+                let outcome = catch_unwind(AssertUnwindSafe(|| {
+                    entry.run(node, &checker, &mut cursor, &mut diagnostics)
+                }));
+                IN_RULE.with(|flag| flag.set(false));
+                if let Err(panic) = outcome {
+                    disabled.insert(index);
+                    failed.push(InternalError {
+                        rule: Arc::clone(entry.rule()),
+                        message: panic_message(&panic),
+                    });
+                }
+            }
+            Descend::Yes
+        }
+    });
+    (diagnostics, failed)
+}
+
+thread_local! {
+    /// Set while a rule runs, so the panic hook stays quiet for panics we contain.
+    static IN_RULE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Keeps the default panic report for real crashes, and silences the panics of rules, which
+/// [`check`] contains and reports as internal errors naming the rule and the file.
+pub fn install_panic_hook() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !IN_RULE.with(std::cell::Cell::get) {
+                default(info);
+            }
+        }));
+    });
+}
+
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    if let Some(message) = panic.downcast_ref::<&str>() {
+        (*message).to_owned()
+    } else if let Some(message) = panic.downcast_ref::<String>() {
+        message.clone()
+    } else {
+        "unknown panic".to_owned()
+    }
+}
+
+impl<'a> Checker<'a> {
+    fn enter(&mut self, node: Node<'a>) {
+        let k = &*KINDS;
+        let kind = node.kind_id();
+        if let Some(scope) = self.model.scope_of(node) {
+            self.scopes.push(scope);
+        }
+        let frame = if kind == k.function_definition {
+            Some(FrameKind::Function {
+                grad: self.decorator_grad_effect(node),
+            })
+        } else if kind == k.lambda || kind == k.class_definition {
+            Some(FrameKind::OtherScope)
+        } else if kind == k.for_statement || kind == k.while_statement {
+            Some(FrameKind::Loop)
+        } else if kind == k.with_statement {
+            Some(FrameKind::With {
+                grad: self.with_grad_effect(node),
+            })
+        } else if kind == k.except_clause {
+            Some(FrameKind::Except)
+        } else if kind == k.if_statement {
+            let debug_guard = node
+                .child_by_field_name("condition")
+                .is_some_and(|condition| is_debug_condition(text(condition, self.text())));
+            Some(FrameKind::If { debug_guard })
+        } else {
+            None
+        };
+        if let Some(kind) = frame {
+            self.frames.push(Frame { node, kind });
+        }
+    }
+
+    fn leave(&mut self, node: Node<'a>) {
+        if self.frames.last().is_some_and(|frame| frame.node == node) {
+            self.frames.pop();
+        }
+        if self.model.scope_of(node).is_some() {
+            self.scopes.pop();
+        }
+    }
+
+    pub fn text(&self) -> &'a str {
+        self.source.text()
+    }
+
+    pub fn node_text(&self, node: Node<'_>) -> &'a str {
+        text(node, self.source.text())
+    }
+
+    /// The qualified name an expression refers to at the current point of the walk.
+    pub fn qualified_name(&self, node: Node<'_>) -> Option<String> {
+        let scope = *self
+            .scopes
+            .last()
+            .expect("the module scope is never popped");
+        self.model
+            .scopes
+            .qualified_name(scope, node, self.tree.root_node(), self.text())
+    }
+
+    /// Whether the callee of `call` resolves to one of `names`.
+    pub fn calls_one_of(&self, call: Node<'_>, names: &[&str]) -> bool {
+        call.child_by_field_name("function")
+            .and_then(|function| self.qualified_name(function))
+            .is_some_and(|name| names.contains(&name.as_str()))
+    }
+
+    /// Frames of the current function (innermost first), up to its boundary.
+    fn frames_in_function(&self) -> impl Iterator<Item = &Frame<'a>> {
+        self.frames.iter().rev().take_while(|frame| {
+            !matches!(
+                frame.kind,
+                FrameKind::Function { .. } | FrameKind::OtherScope
+            )
+        })
+    }
+
+    fn enclosing_function(&self) -> Option<&Frame<'a>> {
+        self.frames.iter().rev().find(|frame| {
+            matches!(
+                frame.kind,
+                FrameKind::Function { .. } | FrameKind::OtherScope
+            )
+        })
+    }
+
+    pub fn grad_mode(&self) -> GradMode {
+        for frame in self.frames.iter().rev() {
+            match frame.kind {
+                FrameKind::With { grad: Some(effect) }
+                | FrameKind::Function { grad: Some(effect) } => {
+                    return match effect {
+                        GradEffect::Disable => GradMode::Disabled,
+                        GradEffect::Enable => GradMode::Enabled,
+                        GradEffect::Conditional => GradMode::Conditional,
+                    };
+                }
+                FrameKind::Function { grad: None } | FrameKind::OtherScope => {
+                    return GradMode::FromCaller;
+                }
+                _ => {}
+            }
+        }
+        GradMode::Enabled
+    }
+
+    /// Evidence that the current point runs once per batch: the nearest enclosing loop of the
+    /// function that trains or iterates batches — unless an epoch loop (one whose nested loop
+    /// trains) comes first — or, outside loops, a function that is itself a training step or a
+    /// framework per-batch hook.
+    pub fn per_batch(&self) -> Option<PerBatchEvidence> {
+        self.per_step_context(true)
+    }
+
+    /// Like [`Checker::per_batch`], but only loops (or step functions) that train count.
+    pub fn training_loop(&self) -> Option<PerBatchEvidence> {
+        self.per_step_context(false)
+    }
+
+    fn per_step_context(&self, count_batch_iteration: bool) -> Option<PerBatchEvidence> {
+        for frame in self.frames_in_function() {
+            if !matches!(frame.kind, FrameKind::Loop) {
+                continue;
+            }
+            let facts = self.model.loop_facts(frame.node)?;
+            if facts.trains() {
+                let call = facts.training_call.clone().unwrap_or(facts.header.clone());
+                return Some(PerBatchEvidence {
+                    range: facts.header.clone(),
+                    reason: format!(
+                        "this loop runs once per training step (it calls `{}`)",
+                        &self.text()[call]
+                    ),
+                });
+            }
+            if count_batch_iteration && frame.node.kind_id() == KINDS.for_statement {
+                let iterable = frame
+                    .node
+                    .child_by_field_name("right")
+                    .map_or("", |right| self.node_text(right));
+                if training::iterates_batches(iterable) {
+                    return Some(PerBatchEvidence {
+                        range: facts.header.clone(),
+                        reason: format!("this loop runs once per batch of `{iterable}`"),
+                    });
+                }
+            }
+            if facts.nested_training {
+                // An epoch loop: code here runs between passes over the data.
+                return None;
+            }
+        }
+        let function = self.enclosing_function()?;
+        let facts = self.model.function_facts(function.node)?;
+        if let Some(call) = &facts.training_call_outside_loops {
+            return Some(PerBatchEvidence {
+                range: facts.header.clone(),
+                reason: format!(
+                    "`{}` is a training step: it calls `{}`, so it runs once per batch",
+                    facts.name,
+                    &self.text()[call.clone()]
+                ),
+            });
+        }
+        if training::is_per_batch_hook(&facts.name) {
+            return Some(PerBatchEvidence {
+                range: facts.header.clone(),
+                reason: format!("`{}` runs once per batch", facts.name),
+            });
+        }
+        None
+    }
+
+    /// The innermost loop of the current function, if any.
+    pub fn enclosing_loop(&self) -> Option<Node<'a>> {
+        self.frames_in_function()
+            .find(|frame| matches!(frame.kind, FrameKind::Loop))
+            .map(|frame| frame.node)
+    }
+
+    pub fn in_function(&self) -> bool {
+        self.enclosing_function().is_some()
+    }
+
+    pub fn in_except_handler(&self) -> bool {
+        self.frames_in_function()
+            .any(|frame| matches!(frame.kind, FrameKind::Except))
+    }
+
+    pub fn in_debug_guard(&self) -> bool {
+        self.frames
+            .iter()
+            .any(|frame| matches!(frame.kind, FrameKind::If { debug_guard: true }))
+    }
+
+    /// Whether `node` is the context manager of a `with` statement (`with node:` or
+    /// `with node as x:`).
+    pub fn is_with_item(&self, node: Node<'_>) -> bool {
+        let mut parent = node.parent();
+        if parent.is_some_and(|p| p.kind_id() == KINDS.as_pattern) {
+            parent = parent.and_then(|p| p.parent());
+        }
+        parent.is_some_and(|p| p.kind_id() == KINDS.with_item)
+    }
+
+    /// Evaluates a context of the declarative vocabulary at the current point. Returns the
+    /// label that explains it, when it holds and there is one to show.
+    pub fn context_holds(
+        &self,
+        context: Context,
+        node: Node<'_>,
+    ) -> (bool, Option<PerBatchEvidence>) {
+        match context {
+            Context::Loop => (self.enclosing_loop().is_some(), None),
+            Context::PerBatchLoop => {
+                let evidence = self.per_batch();
+                (evidence.is_some(), evidence)
+            }
+            Context::TrainingLoop => {
+                let evidence = self.training_loop();
+                (evidence.is_some(), evidence)
+            }
+            Context::Function => (self.in_function(), None),
+            Context::ModuleLevel => (!self.in_function(), None),
+            Context::ExceptHandler => (self.in_except_handler(), None),
+            Context::WithItem => (self.is_with_item(node), None),
+            Context::DebugGuard => (self.in_debug_guard(), None),
+        }
+    }
+
+    /// Whether the subtree at `node` trains a model: it holds a training loop or step, or
+    /// calls a function of this module that does, or a `fit`/`train`-style entry point.
+    pub fn contains_training(&self, node: Node<'_>) -> Option<TextRange> {
+        let mut found = None;
+        walk(node, |visit| {
+            let Visit::Enter(inner) = visit else {
+                return Descend::Yes;
+            };
+            {
+                if found.is_some() || !inner.is_named() {
+                    return Descend::No;
+                }
+                let kind = inner.kind_id();
+                if kind == KINDS.for_statement || kind == KINDS.while_statement {
+                    if let Some(facts) = self.model.loop_facts(inner)
+                        && (facts.trains() || facts.nested_training)
+                    {
+                        found = Some(facts.header.clone());
+                    }
+                } else if kind == KINDS.call {
+                    let name = training::callee_name(inner, self.text());
+                    let trains = training::is_training_entry_point(name)
+                        || self
+                            .model
+                            .functions_named(name)
+                            .any(|facts| facts.contains_training);
+                    if trains {
+                        found = Some(inner.byte_range());
+                    }
+                }
+                Descend::Yes
+            }
+        });
+        found
+    }
+
+    /// The value of a rule option from the file's settings, or its declared default.
+    pub fn option(&self, rule: &RuleMeta, name: &str) -> Option<toml::Value> {
+        self.settings.rule_option(rule, name)
+    }
+
+    fn decorator_grad_effect(&self, function: Node<'_>) -> Option<GradEffect> {
+        let parent = function.parent()?;
+        if parent.kind_id() != KINDS.decorated_definition {
+            return None;
+        }
+        let mut cursor = parent.walk();
+        let decorators: Vec<Node<'_>> = parent
+            .named_children(&mut cursor)
+            .filter(|child| child.kind_id() == KINDS.decorator)
+            .collect();
+        decorators.into_iter().find_map(|decorator| {
+            let expression = decorator.named_child(0)?;
+            self.grad_effect_of(expression)
+        })
+    }
+
+    fn with_grad_effect(&self, with: Node<'_>) -> Option<GradEffect> {
+        let clause = with
+            .named_children(&mut with.walk())
+            .find(|child| child.kind() == "with_clause")?;
+        let mut cursor = clause.walk();
+        let items: Vec<Node<'_>> = clause.named_children(&mut cursor).collect();
+        items.into_iter().find_map(|item| {
+            let mut value = item.child_by_field_name("value")?;
+            if value.kind_id() == KINDS.as_pattern {
+                value = value.named_child(0)?;
+            }
+            self.grad_effect_of(value)
+        })
+    }
+
+    /// `torch.no_grad()`, `torch.inference_mode()`, `torch.set_grad_enabled(False)`,
+    /// `torch.enable_grad()`, and the bare decorator forms.
+    fn grad_effect_of(&self, expression: Node<'_>) -> Option<GradEffect> {
+        let (callee, arguments) = if expression.kind_id() == KINDS.call {
+            (
+                expression.child_by_field_name("function")?,
+                expression.child_by_field_name("arguments"),
+            )
+        } else {
+            (expression, None)
+        };
+        let name = self.qualified_name(callee)?;
+        let first_argument = arguments.and_then(|arguments| {
+            declarative::find_argument(arguments, self.text(), Some("mode"), Some(0))
+                .found()
+                .map(|value| self.node_text(value).trim().to_owned())
+        });
+        match name.as_str() {
+            "torch.no_grad" | "torch.autograd.no_grad" | "torch.autograd.grad_mode.no_grad" => {
+                Some(GradEffect::Disable)
+            }
+            "torch.inference_mode" | "torch.autograd.grad_mode.inference_mode" => {
+                match first_argument.as_deref() {
+                    None | Some("True") => Some(GradEffect::Disable),
+                    Some("False") => None,
+                    Some(_) => Some(GradEffect::Conditional),
+                }
+            }
+            "torch.enable_grad"
+            | "torch.autograd.enable_grad"
+            | "torch.autograd.grad_mode.enable_grad" => Some(GradEffect::Enable),
+            "torch.set_grad_enabled"
+            | "torch.autograd.set_grad_enabled"
+            | "torch.autograd.grad_mode.set_grad_enabled" => match first_argument.as_deref() {
+                Some("False") => Some(GradEffect::Disable),
+                Some("True") => Some(GradEffect::Enable),
+                _ => Some(GradEffect::Conditional),
+            },
+            _ => None,
+        }
+    }
+}
+
+fn is_debug_condition(condition: &str) -> bool {
+    let lower = condition.to_ascii_lowercase();
+    lower.contains("debug") || lower.contains("anomal")
+}

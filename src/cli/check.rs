@@ -1,0 +1,338 @@
+//! `torchlint check`: discover, lint in parallel, render, and choose the exit code.
+
+use std::collections::BTreeMap;
+use std::io::{self, IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use super::{CheckArgs, print_error, use_color};
+use crate::checker::InternalError;
+use crate::diagnostic::FileDiagnostics;
+use crate::discovery::{self, FileError, LintTarget, describe_io_error};
+use crate::linter;
+use crate::parse;
+use crate::render::{self, OutputFormat, Report};
+use crate::rules::RuleMeta;
+use crate::settings::resolver::Resolver;
+use crate::settings::{CliOverrides, Settings};
+use crate::source::{self, SourceFile};
+
+enum Outcome {
+    Linted {
+        file: FileDiagnostics,
+        internal_errors: Vec<InternalError>,
+    },
+    Parsed,
+    Failed(FileError),
+}
+
+pub fn run(args: CheckArgs) -> u8 {
+    crate::checker::install_panic_hook();
+    let overrides = CliOverrides {
+        select: args.select.clone(),
+        extend_select: args.extend_select.clone(),
+        ignore: args.ignore.clone(),
+    };
+    let resolver = match Resolver::new(overrides, args.config.as_deref()) {
+        Ok(resolver) => Arc::new(resolver),
+        Err(error) => {
+            print_error(&error.to_string());
+            return 2;
+        }
+    };
+    // Command-line selectors are checked once, up front, against the current folder's rules.
+    if let Err(error) = resolver.for_folder(Path::new("."))
+        && error.path == Path::new("command line")
+    {
+        print_error(&error.message.to_string());
+        return 2;
+    }
+
+    let reads_stdin = args.paths.iter().any(|path| path == Path::new("-"));
+    if reads_stdin && args.paths.len() > 1 {
+        print_error("`-` (stdin) cannot be combined with other paths");
+        return 2;
+    }
+
+    let mut errors: Vec<FileError> = Vec::new();
+    let mut outcomes = Vec::new();
+    let mut settings_used: Vec<Arc<Settings>> = Vec::new();
+
+    if reads_stdin {
+        let name = args
+            .stdin_filename
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("-"));
+        let settings = match &args.stdin_filename {
+            Some(path) => resolver.for_file(path),
+            None => resolver.for_folder(Path::new(".")),
+        };
+        match settings {
+            Ok(settings) => {
+                let mut bytes = Vec::new();
+                let outcome = match io::stdin().lock().read_to_end(&mut bytes) {
+                    Ok(_) => lint_bytes(&name, &bytes, &settings, args.parse_only),
+                    Err(error) => Outcome::Failed(FileError {
+                        path: name.clone(),
+                        message: format!("cannot read stdin: {error}"),
+                    }),
+                };
+                outcomes.push(outcome);
+                settings_used.push(settings);
+            }
+            Err(error) => errors.push(FileError {
+                path: error.path.clone(),
+                message: error.message.clone(),
+            }),
+        }
+    } else {
+        let paths = if args.paths.is_empty() {
+            vec![PathBuf::from(".")]
+        } else {
+            args.paths.clone()
+        };
+        let discovered = discovery::discover(&paths, &resolver);
+        errors.extend(discovered.errors);
+        outcomes = discovered
+            .targets
+            .par_iter()
+            .map(|target| lint_target(target, args.parse_only))
+            .collect();
+        for target in &discovered.targets {
+            if !settings_used
+                .iter()
+                .any(|s| Arc::ptr_eq(s, &target.settings))
+            {
+                settings_used.push(Arc::clone(&target.settings));
+            }
+        }
+    }
+
+    let mut files = Vec::new();
+    let mut internal: Vec<(PathBuf, InternalError)> = Vec::new();
+    let mut parsed = 0;
+    for outcome in outcomes {
+        match outcome {
+            Outcome::Linted {
+                file,
+                internal_errors,
+            } => {
+                internal.extend(
+                    internal_errors
+                        .into_iter()
+                        .map(|error| (file.source.name().to_owned(), error)),
+                );
+                if !file.diagnostics.is_empty() {
+                    files.push(file);
+                }
+            }
+            Outcome::Parsed => parsed += 1,
+            Outcome::Failed(error) => errors.push(error),
+        }
+    }
+
+    if args.parse_only {
+        if !args.quiet {
+            eprintln!("parsed {parsed} files");
+        }
+        return report_errors(&errors, &internal, 0);
+    }
+
+    let rules = enabled_rules(&settings_used);
+    let report = Report {
+        files: &files,
+        rules: &rules,
+    };
+    let count = report.count();
+    let mut rendered = Vec::new();
+    let to_terminal = args.output_file.is_none() && io::stdout().is_terminal();
+    let color = use_color(args.color, to_terminal);
+    let written = if args.statistics {
+        write_statistics(&report, args.output_format, &mut rendered)
+    } else {
+        render::render(args.output_format, &report, color, &mut rendered).and_then(|()| {
+            let text_format = matches!(
+                args.output_format,
+                OutputFormat::Full | OutputFormat::Concise
+            );
+            if text_format && !args.quiet {
+                write_summary(
+                    &mut rendered,
+                    count,
+                    files.len(),
+                    errors.is_empty() && internal.is_empty(),
+                )
+            } else {
+                Ok(())
+            }
+        })
+    };
+    if let Err(error) = written.and_then(|()| emit(&rendered, args.output_file.as_deref()))
+        && error.kind() != io::ErrorKind::BrokenPipe
+    {
+        print_error(&format!("cannot write the findings: {error}"));
+        return 2;
+    }
+
+    let findings_status = if count > 0 && !args.exit_zero { 1 } else { 0 };
+    report_errors(&errors, &internal, findings_status)
+}
+
+fn lint_target(target: &LintTarget, parse_only: bool) -> Outcome {
+    match std::fs::read(&target.path) {
+        Ok(bytes) => lint_bytes(&target.path, &bytes, &target.settings, parse_only),
+        Err(error) => Outcome::Failed(FileError {
+            path: target.path.clone(),
+            message: describe_io_error(&target.path, &error),
+        }),
+    }
+}
+
+fn lint_bytes(name: &Path, bytes: &[u8], settings: &Settings, parse_only: bool) -> Outcome {
+    let text = match source::decode(bytes) {
+        Ok(text) => text,
+        Err(error) => {
+            return Outcome::Failed(FileError {
+                path: name.to_owned(),
+                message: error.to_string(),
+            });
+        }
+    };
+    if parse_only {
+        let _tree = parse::parse(&text, None);
+        return Outcome::Parsed;
+    }
+    let source = SourceFile::new(display_path(name), text);
+    let (_tree, outcome) = linter::lint_source(&source, settings);
+    Outcome::Linted {
+        file: FileDiagnostics {
+            source: Arc::new(source),
+            diagnostics: outcome.diagnostics,
+        },
+        internal_errors: outcome.internal_errors,
+    }
+}
+
+/// Paths under the current folder are shown relative to it, as Ruff does.
+fn display_path(path: &Path) -> PathBuf {
+    if path.is_absolute()
+        && let Ok(cwd) = std::env::current_dir()
+        && let Ok(relative) = path.strip_prefix(&cwd)
+    {
+        return relative.to_owned();
+    }
+    path.to_owned()
+}
+
+fn enabled_rules(settings: &[Arc<Settings>]) -> Vec<Arc<RuleMeta>> {
+    let mut rules: BTreeMap<String, Arc<RuleMeta>> = BTreeMap::new();
+    for settings in settings {
+        for rule in settings.enabled_rules() {
+            rules
+                .entry(rule.code.clone())
+                .or_insert_with(|| Arc::clone(rule));
+        }
+    }
+    rules.into_values().collect()
+}
+
+fn write_summary(out: &mut Vec<u8>, count: usize, files: usize, clean_run: bool) -> io::Result<()> {
+    if count == 0 {
+        if clean_run {
+            writeln!(out, "All checks passed!")?;
+        }
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "Found {count} {} in {files} {}.",
+        if count == 1 { "finding" } else { "findings" },
+        if files == 1 { "file" } else { "files" }
+    )
+}
+
+fn write_statistics(
+    report: &Report<'_>,
+    format: OutputFormat,
+    out: &mut Vec<u8>,
+) -> io::Result<()> {
+    let mut counts: BTreeMap<&str, (usize, &str)> = BTreeMap::new();
+    for (_, diagnostic) in report.diagnostics() {
+        counts
+            .entry(diagnostic.code())
+            .or_insert((0, &diagnostic.rule.name))
+            .0 += 1;
+    }
+    let mut rows: Vec<(&str, usize, &str)> = counts
+        .into_iter()
+        .map(|(code, (count, name))| (code, count, name))
+        .collect();
+    rows.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    if format == OutputFormat::Json {
+        let json: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|(code, count, name)| serde_json::json!({"code": code, "name": name, "count": count}))
+            .collect();
+        serde_json::to_writer_pretty(&mut *out, &json)?;
+        return writeln!(out);
+    }
+    let width = rows
+        .iter()
+        .map(|row| row.1.to_string().len())
+        .max()
+        .unwrap_or(1);
+    for (code, count, name) in rows {
+        writeln!(out, "{count:>width$}\t{code}\t{name}")?;
+    }
+    Ok(())
+}
+
+/// Writes the output to stdout, or atomically to a file: a temporary file in the same folder,
+/// renamed over the target only once complete, so a failed run never leaves half a report.
+fn emit(bytes: &[u8], file: Option<&Path>) -> io::Result<()> {
+    match file {
+        None => {
+            let mut stdout = io::stdout().lock();
+            stdout.write_all(bytes)?;
+            stdout.flush()
+        }
+        Some(path) => {
+            let folder = path
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            let mut temporary = tempfile::NamedTempFile::new_in(folder)?;
+            temporary.write_all(bytes)?;
+            temporary.as_file().sync_all()?;
+            temporary.persist(path).map_err(|error| error.error)?;
+            Ok(())
+        }
+    }
+}
+
+fn report_errors(errors: &[FileError], internal: &[(PathBuf, InternalError)], status: u8) -> u8 {
+    for error in errors {
+        print_error(&format!(
+            "{}: {}",
+            display_path(&error.path).display(),
+            error.message
+        ));
+    }
+    for (path, error) in internal {
+        print_error(&format!(
+            "internal error in {} ({}) while linting {}: {}. This is a torchlint bug: the rule was skipped for this file and the other rules' findings are reported. Please report it with the file, or silence it with `--ignore {}`.",
+            error.rule.code,
+            error.rule.name,
+            path.display(),
+            error.message,
+            error.rule.code
+        ));
+    }
+    if errors.is_empty() && internal.is_empty() {
+        status
+    } else {
+        2
+    }
+}

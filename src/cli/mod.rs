@@ -1,0 +1,138 @@
+//! The command line: `torchlint [check] [PATH...]`, `torchlint rule CODE|--all`.
+//! Exit codes follow Ruff: 0 no findings, 1 findings, 2 usage, config, IO or internal error.
+
+mod check;
+mod rule;
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::render::OutputFormat;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "torchlint",
+    version,
+    about = "Find the memory hazards in PyTorch training code before they OOM at epoch 3.",
+    args_conflicts_with_subcommands = true,
+    after_help = "With no subcommand, `torchlint [PATH...]` runs `check`."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    check: CheckArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Lint files and folders (the default).
+    Check(CheckArgs),
+    /// Print the documentation of a rule, or of every rule.
+    Rule(RuleArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Files or folders to lint; `-` reads from stdin. Defaults to the current folder.
+    pub paths: Vec<PathBuf>,
+    /// The name of the file stdin stands for (for config, per-file ignores and output).
+    #[arg(long, value_name = "PATH")]
+    pub stdin_filename: Option<PathBuf>,
+    /// Rules to enable, replacing the configured selection (codes, prefixes, names or ALL).
+    #[arg(long, value_delimiter = ',', value_name = "RULES")]
+    pub select: Option<Vec<String>>,
+    /// Rules to disable.
+    #[arg(long, value_delimiter = ',', value_name = "RULES")]
+    pub ignore: Vec<String>,
+    /// Rules to enable in addition to the configured selection.
+    #[arg(long, value_delimiter = ',', value_name = "RULES")]
+    pub extend_select: Vec<String>,
+    /// Use this config file for every file, instead of discovering one per folder.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// How to print findings.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Full)]
+    pub output_format: OutputFormat,
+    /// Write the findings to this file instead of stdout (written atomically).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output_file: Option<PathBuf>,
+    /// Exit with 0 even when there are findings (errors still exit with 2).
+    #[arg(long)]
+    pub exit_zero: bool,
+    /// When to color the output.
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
+    /// Print how many findings each rule produced, instead of the findings.
+    #[arg(long)]
+    pub statistics: bool,
+    /// Print only the findings: no summary line.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Discover, read and parse exactly as a normal run, but run no rule (for benchmarks).
+    #[arg(long, hide = true)]
+    pub parse_only: bool,
+}
+
+#[derive(Debug, Args)]
+struct RuleArgs {
+    /// A rule code (`TL108`) or name (`load-without-map-location`).
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    rule: Option<String>,
+    /// Print every rule.
+    #[arg(long)]
+    all: bool,
+    /// Markdown text, or JSON.
+    #[arg(long, value_enum, default_value_t = rule::RuleFormat::Text)]
+    output_format: rule::RuleFormat,
+}
+
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            let code = if error.use_stderr() { 2 } else { 0 };
+            let _ = error.print();
+            return ExitCode::from(code);
+        }
+    };
+    let status = match cli.command {
+        Some(Command::Check(args)) => check::run(args),
+        None => check::run(cli.check),
+        Some(Command::Rule(args)) => rule::run(args.rule.as_deref(), args.all, args.output_format),
+    };
+    ExitCode::from(status)
+}
+
+/// Whether to color what goes to a stream.
+pub fn use_color(choice: ColorChoice, stream_is_terminal: bool) -> bool {
+    match choice {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => {
+            stream_is_terminal
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+                && std::env::var("TERM").map_or(true, |term| term != "dumb")
+        }
+    }
+}
+
+/// Prints an error to stderr as `error: ...`, red on a terminal.
+pub fn print_error(message: &str) {
+    let color = use_color(ColorChoice::Auto, std::io::stderr().is_terminal());
+    if color {
+        eprintln!("\x1b[1;31merror\x1b[0m: {message}");
+    } else {
+        eprintln!("error: {message}");
+    }
+}

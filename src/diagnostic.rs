@@ -1,0 +1,122 @@
+//! The one diagnostic model every rule produces and every renderer consumes.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::rules::RuleMeta;
+use crate::source::{SourceFile, TextRange};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Error,
+    Warning,
+    Info,
+}
+
+impl Severity {
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "error" => Some(Severity::Error),
+            "warning" => Some(Severity::Warning),
+            "info" => Some(Severity::Info),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+            Severity::Info => "info",
+        }
+    }
+}
+
+/// A secondary span that explains the finding (the loop that makes it per-step, ...).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Label {
+    pub range: TextRange,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Edit {
+    pub range: TextRange,
+    pub content: String,
+}
+
+/// Ruff's fix applicability levels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Applicability {
+    Safe,
+    Unsafe,
+    DisplayOnly,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fix {
+    pub message: String,
+    pub applicability: Applicability,
+    pub edits: Vec<Edit>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Diagnostic {
+    pub rule: Arc<RuleMeta>,
+    pub message: String,
+    pub range: TextRange,
+    pub labels: Vec<Label>,
+    pub help: Option<String>,
+    pub fix: Option<Fix>,
+}
+
+impl Diagnostic {
+    pub fn new(rule: &Arc<RuleMeta>, message: impl Into<String>, range: TextRange) -> Self {
+        Diagnostic {
+            rule: Arc::clone(rule),
+            message: message.into(),
+            range,
+            labels: Vec::new(),
+            help: rule.help.clone(),
+            fix: None,
+        }
+    }
+
+    pub fn with_label(mut self, range: TextRange, message: impl Into<String>) -> Self {
+        self.labels.push(Label {
+            range,
+            message: message.into(),
+        });
+        self
+    }
+
+    pub fn code(&self) -> &str {
+        &self.rule.code
+    }
+
+    pub fn severity(&self) -> Severity {
+        self.rule.severity
+    }
+}
+
+/// Everything found in one file, with the text the diagnostics point into.
+#[derive(Debug)]
+pub struct FileDiagnostics {
+    pub source: Arc<SourceFile>,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Sorts by line, column and code so that output is deterministic.
+pub fn sort(source: &SourceFile, diagnostics: &mut [Diagnostic]) {
+    diagnostics.sort_by(|a, b| {
+        let la = source.location(a.range.start);
+        let lb = source.location(b.range.start);
+        la.cmp(&lb)
+            .then_with(|| a.rule.code.cmp(&b.rule.code))
+            .then_with(|| a.range.end.cmp(&b.range.end))
+            .then_with(|| a.message.cmp(&b.message))
+    });
+}

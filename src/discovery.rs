@@ -1,0 +1,194 @@
+//! Which files to lint: walk the given paths honouring `.gitignore`/`.ignore` and the
+//! configured excludes; a file named on the command line is always linted. Symlinked files
+//! are linted; symlinked folders are not entered (which also rules out symlink loops).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use ignore::WalkBuilder;
+
+use crate::linter::SourceKind;
+use crate::settings::Settings;
+use crate::settings::resolver::Resolver;
+
+/// A path that could not be linted, and why; reported on stderr with exit code 2.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileError {
+    pub path: PathBuf,
+    pub message: String,
+}
+
+impl fmt::Display for FileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path.display(), self.message)
+    }
+}
+
+pub struct LintTarget {
+    pub path: PathBuf,
+    pub kind: SourceKind,
+    pub settings: Arc<Settings>,
+}
+
+#[derive(Default)]
+pub struct Discovered {
+    /// Sorted by path, each once.
+    pub targets: Vec<LintTarget>,
+    pub errors: Vec<FileError>,
+}
+
+pub fn discover(paths: &[PathBuf], resolver: &Arc<Resolver>) -> Discovered {
+    let mut targets: BTreeMap<PathBuf, (SourceKind, Arc<Settings>)> = BTreeMap::new();
+    let errors = Mutex::new(Vec::new());
+    let report = |path: &Path, message: String| {
+        errors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(FileError {
+                path: path.to_owned(),
+                message,
+            })
+    };
+
+    for root in paths {
+        let root = tidy(root);
+        let metadata = match std::fs::metadata(&root) {
+            Ok(metadata) => metadata,
+            Err(error) => {
+                report(&root, describe_io_error(&root, &error));
+                continue;
+            }
+        };
+        if metadata.is_file() {
+            // Named on the command line: linted whatever its name or the excludes say.
+            match resolver.for_file(&root) {
+                Ok(settings) => {
+                    let kind = SourceKind::from_path(&root).unwrap_or(SourceKind::Python);
+                    targets.insert(root, (kind, settings));
+                }
+                Err(error) => report(&error.path.clone(), error.message.clone()),
+            }
+            continue;
+        }
+
+        let walker = WalkBuilder::new(&root)
+            .hidden(false)
+            .parents(true)
+            .ignore(true)
+            .git_ignore(true)
+            .git_global(true)
+            .git_exclude(true)
+            .require_git(false)
+            .follow_links(false)
+            .filter_entry({
+                let root = root.clone();
+                let resolver = Arc::clone(resolver);
+                move |entry| entry.path() == root || !is_excluded(&resolver, entry.path())
+            })
+            .build();
+        for entry in walker {
+            let entry = match entry {
+                Ok(entry) => entry,
+                Err(error) => {
+                    let (path, message) = describe_walk_error(&root, &error);
+                    report(&path, message);
+                    continue;
+                }
+            };
+            let path = entry.path();
+            let Some(kind) = SourceKind::from_path(path) else {
+                continue;
+            };
+            let Some(file_type) = entry.file_type() else {
+                continue;
+            };
+            if file_type.is_symlink() {
+                match std::fs::metadata(path) {
+                    Ok(target) if target.is_file() => {}
+                    Ok(_) => continue,
+                    Err(error) => {
+                        report(path, describe_io_error(path, &error));
+                        continue;
+                    }
+                }
+            } else if !file_type.is_file() {
+                continue;
+            }
+            match resolver.for_file(path) {
+                Ok(settings) => {
+                    targets.insert(tidy(path), (kind, settings));
+                }
+                Err(error) => report(&error.path.clone(), error.message.clone()),
+            }
+        }
+    }
+
+    let mut errors = errors.into_inner().unwrap_or_else(|p| p.into_inner());
+    errors.sort_by(|a, b| a.path.cmp(&b.path).then(a.message.cmp(&b.message)));
+    errors.dedup();
+    Discovered {
+        targets: targets
+            .into_iter()
+            .map(|(path, (kind, settings))| LintTarget {
+                path,
+                kind,
+                settings,
+            })
+            .collect(),
+        errors,
+    }
+}
+
+fn is_excluded(resolver: &Resolver, path: &Path) -> bool {
+    let folder = path.parent().unwrap_or(Path::new("."));
+    // A broken config is reported when its files are resolved; do not hide them here.
+    resolver
+        .for_folder(folder)
+        .is_ok_and(|settings| settings.is_excluded(path))
+}
+
+/// `./src/../train.py` stays as typed, but a leading `./` is dropped, as Ruff shows paths.
+fn tidy(path: &Path) -> PathBuf {
+    let stripped = path.strip_prefix(".").unwrap_or(path);
+    if stripped.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        stripped.to_owned()
+    }
+}
+
+pub fn describe_io_error(path: &Path, error: &std::io::Error) -> String {
+    use std::io::ErrorKind;
+    match error.kind() {
+        ErrorKind::NotFound if path.symlink_metadata().is_ok() => {
+            "broken symbolic link: its target does not exist".to_owned()
+        }
+        ErrorKind::NotFound => "no such file or directory".to_owned(),
+        ErrorKind::PermissionDenied => {
+            "permission denied: torchlint cannot read it (check its permissions, or exclude it)"
+                .to_owned()
+        }
+        _ if error.raw_os_error() == Some(40) => {
+            "symbolic link loop: the link points back at itself; fix or remove the link".to_owned()
+        }
+        _ => format!("cannot read it: {error}"),
+    }
+}
+
+fn describe_walk_error(root: &Path, error: &ignore::Error) -> (PathBuf, String) {
+    match error {
+        ignore::Error::WithPath { path, err } => {
+            let (_, message) = describe_walk_error(path, err);
+            (tidy(path), message)
+        }
+        ignore::Error::WithDepth { err, .. } => describe_walk_error(root, err),
+        ignore::Error::Loop { child, .. } => (
+            tidy(child),
+            "symbolic link loop: the link points back at a folder above it".to_owned(),
+        ),
+        ignore::Error::Io(io) => (tidy(root), describe_io_error(root, io)),
+        other => (tidy(root), other.to_string()),
+    }
+}

@@ -1,0 +1,19 @@
+//! torchlint: a static linter for the memory hazards of PyTorch training code.
+//!
+//! The pipeline, each stage consuming the previous one's output: discovery (`discovery`) →
+//! source text (`source`) → parse (`parse`) → semantic model (`semantic`) → rules
+//! (`checker`, `rules`) → diagnostics (`diagnostic`, `suppression`) → renderers (`render`).
+//! `linter` is the engine API the command line, the editor server and the probe share.
+
+pub mod checker;
+pub mod cli;
+pub mod diagnostic;
+pub mod discovery;
+pub mod linter;
+pub mod parse;
+pub mod render;
+pub mod rules;
+pub mod semantic;
+pub mod settings;
+pub mod source;
+pub mod suppression;

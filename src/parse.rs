@@ -1,0 +1,215 @@
+//! Parsing Python with tree-sitter, and the one iterative tree walk everything else uses
+//! (recursion would overflow the stack on deeply nested expressions).
+
+use std::cell::RefCell;
+use std::sync::LazyLock;
+
+use tree_sitter::{Language, Node, Parser, Tree};
+
+static PYTHON: LazyLock<Language> = LazyLock::new(|| tree_sitter_python::LANGUAGE.into());
+
+pub fn python() -> Language {
+    PYTHON.clone()
+}
+
+thread_local! {
+    static PARSER: RefCell<Parser> = RefCell::new({
+        let mut parser = Parser::new();
+        parser
+            .set_language(&PYTHON)
+            .expect("the bundled tree-sitter-python grammar matches the tree-sitter version");
+        parser
+    });
+}
+
+/// Parses `text`; pass the previous tree (already `edit`ed) to re-parse incrementally.
+pub fn parse(text: &str, old_tree: Option<&Tree>) -> Tree {
+    PARSER.with(|parser| {
+        let mut parser = parser.borrow_mut();
+        parser.parse(text, old_tree).unwrap_or_else(|| {
+            // tree-sitter returns None only when cancelled or given no language; retry fresh.
+            parser.reset();
+            parser
+                .parse(text, None)
+                .expect("parsing without a timeout always yields a tree")
+        })
+    })
+}
+
+/// Node kind ids, looked up once so that the walks compare integers, not strings.
+pub struct Kinds {
+    pub module: u16,
+    pub function_definition: u16,
+    pub decorated_definition: u16,
+    pub class_definition: u16,
+    pub lambda: u16,
+    pub list_comprehension: u16,
+    pub set_comprehension: u16,
+    pub dictionary_comprehension: u16,
+    pub generator_expression: u16,
+    pub for_statement: u16,
+    pub while_statement: u16,
+    pub with_statement: u16,
+    pub with_item: u16,
+    pub if_statement: u16,
+    pub except_clause: u16,
+    pub call: u16,
+    pub attribute: u16,
+    pub identifier: u16,
+    pub keyword_argument: u16,
+    pub argument_list: u16,
+    pub import_statement: u16,
+    pub import_from_statement: u16,
+    pub aliased_import: u16,
+    pub dotted_name: u16,
+    pub wildcard_import: u16,
+    pub relative_import: u16,
+    pub assignment: u16,
+    pub augmented_assignment: u16,
+    pub named_expression: u16,
+    pub as_pattern: u16,
+    pub as_pattern_target: u16,
+    pub for_in_clause: u16,
+    pub global_statement: u16,
+    pub comment: u16,
+    pub subscript: u16,
+    pub list_splat: u16,
+    pub dictionary_splat: u16,
+    pub parenthesized_expression: u16,
+    pub decorator: u16,
+    pub true_: u16,
+    pub false_: u16,
+}
+
+pub static KINDS: LazyLock<Kinds> = LazyLock::new(|| {
+    let id = |name: &str| {
+        let id = PYTHON.id_for_node_kind(name, true);
+        assert_ne!(id, 0, "tree-sitter-python has no node kind `{name}`");
+        id
+    };
+    Kinds {
+        module: id("module"),
+        function_definition: id("function_definition"),
+        decorated_definition: id("decorated_definition"),
+        class_definition: id("class_definition"),
+        lambda: id("lambda"),
+        list_comprehension: id("list_comprehension"),
+        set_comprehension: id("set_comprehension"),
+        dictionary_comprehension: id("dictionary_comprehension"),
+        generator_expression: id("generator_expression"),
+        for_statement: id("for_statement"),
+        while_statement: id("while_statement"),
+        with_statement: id("with_statement"),
+        with_item: id("with_item"),
+        if_statement: id("if_statement"),
+        except_clause: id("except_clause"),
+        call: id("call"),
+        attribute: id("attribute"),
+        identifier: id("identifier"),
+        keyword_argument: id("keyword_argument"),
+        argument_list: id("argument_list"),
+        import_statement: id("import_statement"),
+        import_from_statement: id("import_from_statement"),
+        aliased_import: id("aliased_import"),
+        dotted_name: id("dotted_name"),
+        wildcard_import: id("wildcard_import"),
+        relative_import: id("relative_import"),
+        assignment: id("assignment"),
+        augmented_assignment: id("augmented_assignment"),
+        named_expression: id("named_expression"),
+        as_pattern: id("as_pattern"),
+        as_pattern_target: id("as_pattern_target"),
+        for_in_clause: id("for_in_clause"),
+        global_statement: id("global_statement"),
+        comment: id("comment"),
+        subscript: id("subscript"),
+        list_splat: id("list_splat"),
+        dictionary_splat: id("dictionary_splat"),
+        parenthesized_expression: id("parenthesized_expression"),
+        decorator: id("decorator"),
+        true_: id("true"),
+        false_: id("false"),
+    }
+});
+
+/// What a walk visitor wants after entering a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Descend {
+    Yes,
+    No,
+}
+
+/// One step of a walk.
+#[derive(Debug, Clone, Copy)]
+pub enum Visit<'tree> {
+    /// Before the node's children; the visitor answers whether to descend.
+    Enter(Node<'tree>),
+    /// After the node's children (or right after `Enter` when it did not descend).
+    Leave(Node<'tree>),
+}
+
+/// Visits every node of the subtree at `root` in document order. Iterative, so nesting
+/// depth costs heap, not stack. The answer to `Leave` is ignored.
+pub fn walk<'tree>(root: Node<'tree>, mut visit: impl FnMut(Visit<'tree>) -> Descend) {
+    let mut cursor = root.walk();
+    loop {
+        let node = cursor.node();
+        if visit(Visit::Enter(node)) == Descend::Yes && cursor.goto_first_child() {
+            continue;
+        }
+        visit(Visit::Leave(node));
+        loop {
+            if cursor.node() == root {
+                return;
+            }
+            if cursor.goto_next_sibling() {
+                break;
+            }
+            if !cursor.goto_parent() {
+                return;
+            }
+            visit(Visit::Leave(cursor.node()));
+        }
+    }
+}
+
+/// The source text of a node.
+pub fn text<'a>(node: Node<'_>, source: &'a str) -> &'a str {
+    source.get(node.byte_range()).unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn walk_enters_and_leaves_in_order_without_recursion() {
+        let source = format!("x = {}1{}\n", "(".repeat(20_000), ")".repeat(20_000));
+        let tree = parse(&source, None);
+        let (mut entered, mut left) = (0usize, 0usize);
+        walk(tree.root_node(), |visit| {
+            match visit {
+                Visit::Enter(_) => entered += 1,
+                Visit::Leave(_) => left += 1,
+            }
+            Descend::Yes
+        });
+        assert_eq!(entered, left);
+        assert!(entered > 40_000);
+    }
+
+    #[test]
+    fn walk_of_a_subtree_stays_inside_it() {
+        let source = "a(1)\nb(2)\n";
+        let tree = parse(source, None);
+        let first = tree.root_node().child(0).unwrap();
+        let mut seen = Vec::new();
+        walk(first, |visit| {
+            if let Visit::Enter(node) = visit {
+                seen.push(text(node, source).to_owned());
+            }
+            Descend::Yes
+        });
+        assert!(seen.iter().all(|text| !text.contains('b')), "{seen:?}");
+    }
+}

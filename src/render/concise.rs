@@ -1,0 +1,26 @@
+//! `path:line:col: CODE message`, one finding per line.
+
+use std::io::{self, Write};
+
+use super::{Report, span};
+
+pub fn render(report: &Report<'_>, color: bool, out: &mut dyn Write) -> io::Result<()> {
+    let (bold, red, reset) = if color {
+        ("\x1b[1m", "\x1b[1;31m", "\x1b[0m")
+    } else {
+        ("", "", "")
+    };
+    for (source, diagnostic) in report.diagnostics() {
+        let (start, _) = span(source, diagnostic);
+        writeln!(
+            out,
+            "{bold}{}{reset}:{}:{}: {red}{}{reset} {}",
+            source.name().display(),
+            start.row,
+            start.column,
+            diagnostic.code(),
+            diagnostic.message
+        )?;
+    }
+    Ok(())
+}

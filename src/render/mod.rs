@@ -1,0 +1,81 @@
+//! Renderers: the same diagnostics as rich terminal output, one line each, Ruff-compatible
+//! JSON, SARIF 2.1.0, or GitHub Actions annotations. Rendering never looks back at the tree.
+
+mod concise;
+mod full;
+mod github;
+mod json;
+mod sarif;
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use clap::ValueEnum;
+
+use crate::diagnostic::{Diagnostic, FileDiagnostics};
+use crate::rules::RuleMeta;
+use crate::source::{Location, SourceFile};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// Source snippets with labels and help (codespan-reporting).
+    Full,
+    /// One line per finding: `path:line:col: CODE message`.
+    Concise,
+    /// A JSON array with Ruff's field names.
+    Json,
+    /// SARIF 2.1.0, for code scanning.
+    Sarif,
+    /// GitHub Actions workflow annotations.
+    Github,
+}
+
+/// What the renderers need: the findings per file (sorted), and the rules that were enabled
+/// (SARIF lists them as the tool's rules).
+pub struct Report<'a> {
+    pub files: &'a [FileDiagnostics],
+    pub rules: &'a [Arc<RuleMeta>],
+}
+
+impl Report<'_> {
+    pub fn diagnostics(&self) -> impl Iterator<Item = (&SourceFile, &Diagnostic)> {
+        self.files.iter().flat_map(|file| {
+            file.diagnostics
+                .iter()
+                .map(move |diagnostic| (&*file.source, diagnostic))
+        })
+    }
+
+    pub fn count(&self) -> usize {
+        self.files.iter().map(|file| file.diagnostics.len()).sum()
+    }
+}
+
+pub fn render(
+    format: OutputFormat,
+    report: &Report<'_>,
+    color: bool,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    match format {
+        OutputFormat::Full => full::render(report, color, out),
+        OutputFormat::Concise => concise::render(report, color, out),
+        OutputFormat::Json => json::render(report, out),
+        OutputFormat::Sarif => sarif::render(report, out),
+        OutputFormat::Github => github::render(report, out),
+    }
+}
+
+/// Start and end of a diagnostic as rows and columns.
+fn span(source: &SourceFile, diagnostic: &Diagnostic) -> (Location, Location) {
+    (
+        source.location(diagnostic.range.start),
+        source.location(diagnostic.range.end),
+    )
+}
+
+/// The absolute form of a shown path (JSON and SARIF carry absolute paths, as Ruff's do).
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
+}

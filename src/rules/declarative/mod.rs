@@ -1,0 +1,275 @@
+//! Declarative rules: a tree-sitter pattern plus torch-aware context predicates, evaluated
+//! at the node the pattern starts at, during the checker's single walk.
+
+mod spec;
+
+use std::sync::Arc;
+
+use tree_sitter::{Node, QueryCursor, QueryMatch, StreamingIterator};
+
+pub use spec::{
+    ArgumentRef, CONTEXTS, Context, DeclarativeRule, FixEdit, FixSpec, GradRequirement,
+    MatchClause, Predicate, RawMatch,
+};
+
+use crate::checker::{Checker, GradMode};
+use crate::diagnostic::{Diagnostic, Edit, Fix};
+use crate::parse::KINDS;
+use crate::rules::RuleMeta;
+
+/// Runs one clause at `node` (whose kind is the clause's root kind).
+pub fn run_clause(
+    rule: &Arc<RuleMeta>,
+    clause: &MatchClause,
+    node: Node<'_>,
+    checker: &Checker<'_>,
+    cursor: &mut QueryCursor,
+    out: &mut Vec<Diagnostic>,
+) {
+    let source = checker.text().as_bytes();
+    let mut matches = cursor.matches(&clause.query, node, source);
+    while let Some(found) = matches.next() {
+        if let Some(diagnostic) = evaluate(rule, clause, node, found, checker) {
+            out.push(diagnostic);
+        }
+    }
+}
+
+fn evaluate(
+    rule: &Arc<RuleMeta>,
+    clause: &MatchClause,
+    root: Node<'_>,
+    found: &QueryMatch<'_, '_>,
+    checker: &Checker<'_>,
+) -> Option<Diagnostic> {
+    let capture = |index: u32| found.nodes_for_capture_index(index).next();
+    let report = clause.report.and_then(capture).unwrap_or(root);
+    let mut labels = Vec::new();
+
+    for predicate in &clause.require {
+        let holds = match predicate {
+            Predicate::Resolves { capture: index, to } => capture(*index)
+                .and_then(|node| checker.qualified_name(node))
+                .is_some_and(|name| to.contains(&name)),
+            Predicate::LacksArgument {
+                capture: index,
+                argument,
+            } => capture(*index).is_some_and(|node| {
+                matches!(
+                    find_argument(
+                        node,
+                        checker.text(),
+                        argument.keyword.as_deref(),
+                        argument.position
+                    ),
+                    ArgumentLookup::Absent
+                )
+            }),
+            Predicate::HasArgument {
+                capture: index,
+                argument,
+                equals,
+            } => capture(*index).is_some_and(|node| {
+                match find_argument(
+                    node,
+                    checker.text(),
+                    argument.keyword.as_deref(),
+                    argument.position,
+                ) {
+                    ArgumentLookup::Found(value) => equals
+                        .as_ref()
+                        .is_none_or(|wanted| checker.node_text(value).trim() == wanted),
+                    _ => false,
+                }
+            }),
+            Predicate::Inside(context) => {
+                let (holds, evidence) = checker.context_holds(*context, root);
+                if let Some(evidence) = evidence {
+                    labels.push((evidence.range, evidence.reason));
+                }
+                holds
+            }
+            Predicate::NotInside(context) => !checker.context_holds(*context, root).0,
+            Predicate::Grad(requirement) => matches!(
+                (requirement, checker.grad_mode()),
+                (GradRequirement::Disabled, GradMode::Disabled)
+                    | (
+                        GradRequirement::Enabled,
+                        GradMode::Enabled | GradMode::FromCaller
+                    )
+            ),
+            Predicate::ContainsTraining { capture: index } => {
+                match capture(*index).and_then(|node| checker.contains_training(node)) {
+                    Some(range) => {
+                        labels.push((range, "training runs in here".to_owned()));
+                        true
+                    }
+                    None => false,
+                }
+            }
+        };
+        if !holds {
+            return None;
+        }
+    }
+
+    let template = clause.message.as_deref().unwrap_or(&rule.message);
+    let message = fill_placeholders(template, &clause.query, found, checker);
+    let mut diagnostic = Diagnostic::new(rule, message, report.byte_range());
+    for (range, message) in labels {
+        diagnostic = diagnostic.with_label(range, message);
+    }
+    if let Some(fix) = &clause.fix {
+        diagnostic.fix = fix_edit(fix, found).map(|edit| Fix {
+            message: fix.message.clone(),
+            applicability: fix.applicability,
+            edits: vec![edit],
+        });
+    }
+    Some(diagnostic)
+}
+
+/// Replaces `{capture}` in a message with the captured source text (first line, shortened).
+fn fill_placeholders(
+    template: &str,
+    query: &tree_sitter::Query,
+    found: &QueryMatch<'_, '_>,
+    checker: &Checker<'_>,
+) -> String {
+    let mut message = template.to_owned();
+    for (index, name) in query.capture_names().iter().enumerate() {
+        let placeholder = format!("{{{name}}}");
+        if !message.contains(&placeholder) {
+            continue;
+        }
+        let text = found
+            .nodes_for_capture_index(index as u32)
+            .next()
+            .map(|node| shorten(checker.node_text(node)))
+            .unwrap_or_default();
+        message = message.replace(&placeholder, &text);
+    }
+    message
+}
+
+fn shorten(text: &str) -> String {
+    let first_line = text.lines().next().unwrap_or("");
+    if first_line.chars().count() > 60 || first_line.len() < text.trim_end().len() {
+        let short: String = first_line.chars().take(57).collect();
+        format!("{short}...")
+    } else {
+        first_line.to_owned()
+    }
+}
+
+fn fix_edit(fix: &FixSpec, found: &QueryMatch<'_, '_>) -> Option<Edit> {
+    match &fix.edit {
+        FixEdit::AppendArgument { capture, text } => {
+            let node = found.nodes_for_capture_index(*capture).next()?;
+            let arguments = if node.kind_id() == KINDS.call {
+                node.child_by_field_name("arguments")?
+            } else {
+                node
+            };
+            if arguments.kind_id() != KINDS.argument_list {
+                return None;
+            }
+            let last = (0..arguments.named_child_count()).rev().find_map(|i| {
+                arguments
+                    .named_child(i as u32)
+                    .filter(|n| n.kind_id() != KINDS.comment)
+            });
+            Some(match last {
+                Some(last) => Edit {
+                    range: last.end_byte()..last.end_byte(),
+                    content: format!(", {text}"),
+                },
+                None => {
+                    let close = arguments.end_byte().saturating_sub(1);
+                    Edit {
+                        range: close..close,
+                        content: text.clone(),
+                    }
+                }
+            })
+        }
+    }
+}
+
+/// The outcome of looking for an argument of a call.
+#[derive(Debug, Clone, Copy)]
+pub enum ArgumentLookup<'t> {
+    Found(Node<'t>),
+    Absent,
+    /// `*args` or `**kwargs` may supply it: nobody can tell statically.
+    Unknown,
+}
+
+impl<'t> ArgumentLookup<'t> {
+    pub fn found(self) -> Option<Node<'t>> {
+        match self {
+            ArgumentLookup::Found(node) => Some(node),
+            _ => None,
+        }
+    }
+}
+
+/// Finds an argument by keyword or 0-based position in a call or its argument list.
+pub fn find_argument<'t>(
+    node: Node<'t>,
+    source: &str,
+    keyword: Option<&str>,
+    position: Option<usize>,
+) -> ArgumentLookup<'t> {
+    let arguments = if node.kind_id() == KINDS.call {
+        match node.child_by_field_name("arguments") {
+            Some(arguments) => arguments,
+            None => return ArgumentLookup::Absent,
+        }
+    } else {
+        node
+    };
+    if arguments.kind_id() != KINDS.argument_list {
+        // `f(x for x in y)`: a single generator argument.
+        return if position == Some(0) {
+            ArgumentLookup::Found(arguments)
+        } else {
+            ArgumentLookup::Absent
+        };
+    }
+    let mut positional = Some(0);
+    let mut unknown = false;
+    let mut cursor = arguments.walk();
+    for argument in arguments.named_children(&mut cursor) {
+        let kind = argument.kind_id();
+        if kind == KINDS.keyword_argument {
+            let name = argument
+                .child_by_field_name("name")
+                .and_then(|name| source.get(name.byte_range()));
+            if keyword.is_some()
+                && name == keyword
+                && let Some(value) = argument.child_by_field_name("value")
+            {
+                return ArgumentLookup::Found(value);
+            }
+        } else if kind == KINDS.list_splat {
+            // `*args`: positions from here on are unknown.
+            unknown = true;
+            positional = None;
+        } else if kind == KINDS.dictionary_splat {
+            unknown = true;
+        } else if kind == KINDS.comment {
+            continue;
+        } else if let Some(index) = positional {
+            if position == Some(index) {
+                return ArgumentLookup::Found(argument);
+            }
+            positional = Some(index + 1);
+        }
+    }
+    if unknown {
+        ArgumentLookup::Unknown
+    } else {
+        ArgumentLookup::Absent
+    }
+}

@@ -1,0 +1,478 @@
+//! The `[[match]]` tables of a declarative rule file, validated into a [`DeclarativeRule`].
+
+use serde::Deserialize;
+use toml::Spanned;
+use tree_sitter::{Query, QueryErrorKind};
+
+use crate::diagnostic::Applicability;
+use crate::parse::python;
+
+/// A rule written as data: one or more tree-sitter patterns, each with context predicates.
+#[derive(Debug)]
+pub struct DeclarativeRule {
+    pub clauses: Vec<MatchClause>,
+}
+
+#[derive(Debug)]
+pub struct MatchClause {
+    pub query: Query,
+    /// Node kind the pattern starts at; the checker runs the clause only on such nodes.
+    pub root_kind: u16,
+    /// Capture the finding is reported at; `None` reports the whole matched node.
+    pub report: Option<u32>,
+    pub message: Option<String>,
+    pub require: Vec<Predicate>,
+    pub fix: Option<FixSpec>,
+}
+
+#[derive(Debug, Clone)]
+pub enum Predicate {
+    /// The captured expression resolves through imports to one of these qualified names.
+    Resolves {
+        capture: u32,
+        to: Vec<String>,
+    },
+    /// The captured call (or its argument list) has no such argument.
+    LacksArgument {
+        capture: u32,
+        argument: ArgumentRef,
+    },
+    /// The captured call has the argument, optionally with this literal value.
+    HasArgument {
+        capture: u32,
+        argument: ArgumentRef,
+        equals: Option<String>,
+    },
+    Inside(Context),
+    NotInside(Context),
+    Grad(GradRequirement),
+    /// The captured node's subtree trains a model (a training loop, or a call of a function
+    /// that contains one).
+    ContainsTraining {
+        capture: u32,
+    },
+}
+
+/// An argument named by keyword, by position, or both (`torch.load(f, "cpu")`).
+#[derive(Debug, Clone)]
+pub struct ArgumentRef {
+    pub keyword: Option<String>,
+    pub position: Option<usize>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Context {
+    /// Any `for`/`while` loop.
+    Loop,
+    /// A loop that runs once per batch: it trains, or iterates a data loader.
+    PerBatchLoop,
+    /// A loop that calls `.backward()` or `optimizer.step()` (not only in a nested loop).
+    TrainingLoop,
+    Function,
+    ModuleLevel,
+    ExceptHandler,
+    /// The node is the context manager of a `with` statement.
+    WithItem,
+    /// Inside an `if` whose condition names a debug flag (`args.debug`, `DEBUG_ANOMALY`).
+    DebugGuard,
+}
+
+pub const CONTEXTS: [(&str, Context); 8] = [
+    ("loop", Context::Loop),
+    ("per-batch-loop", Context::PerBatchLoop),
+    ("training-loop", Context::TrainingLoop),
+    ("function", Context::Function),
+    ("module-level", Context::ModuleLevel),
+    ("except-handler", Context::ExceptHandler),
+    ("with-item", Context::WithItem),
+    ("debug-guard", Context::DebugGuard),
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GradRequirement {
+    Enabled,
+    Disabled,
+}
+
+#[derive(Debug, Clone)]
+pub struct FixSpec {
+    pub message: String,
+    pub applicability: Applicability,
+    pub edit: FixEdit,
+}
+
+#[derive(Debug, Clone)]
+pub enum FixEdit {
+    /// Append `text` as the last argument of the captured call or argument list.
+    AppendArgument { capture: u32, text: String },
+}
+
+/// A validation failure, with the byte offset in the TOML text it concerns.
+#[derive(Debug)]
+pub struct SpecError {
+    pub offset: usize,
+    pub message: String,
+}
+
+impl SpecError {
+    fn at(offset: usize, message: impl Into<String>) -> Self {
+        SpecError {
+            offset,
+            message: message.into(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RawMatch {
+    pattern: Spanned<String>,
+    report: Option<Spanned<String>>,
+    message: Option<String>,
+    #[serde(default)]
+    require: Vec<Spanned<RawPredicate>>,
+    fix: Option<Spanned<RawFix>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawPredicate {
+    resolves: Option<String>,
+    to: Option<Vec<String>>,
+    lacks_argument: Option<String>,
+    has_argument: Option<String>,
+    keyword: Option<String>,
+    position: Option<usize>,
+    equals: Option<String>,
+    inside: Option<String>,
+    not_inside: Option<String>,
+    grad: Option<String>,
+    contains_training: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawFix {
+    message: String,
+    applicability: Option<String>,
+    append_argument: String,
+    text: String,
+}
+
+const PREDICATE_KINDS: &str = "`resolves`, `lacks-argument`, `has-argument`, `inside`, `not-inside`, `grad`, `contains-training`";
+
+impl DeclarativeRule {
+    /// Validates the raw tables. `toml_text` is the front matter the spans point into.
+    pub fn from_raw(raw: Vec<Spanned<RawMatch>>, toml_text: &str) -> Result<Self, SpecError> {
+        if raw.is_empty() {
+            return Err(SpecError::at(
+                0,
+                "a declarative rule needs at least one `[[match]]` table",
+            ));
+        }
+        let clauses = raw
+            .into_iter()
+            .map(|clause| MatchClause::from_raw(clause, toml_text))
+            .collect::<Result<_, _>>()?;
+        Ok(DeclarativeRule { clauses })
+    }
+}
+
+impl MatchClause {
+    fn from_raw(raw: Spanned<RawMatch>, toml_text: &str) -> Result<Self, SpecError> {
+        let clause_offset = raw.span().start;
+        let raw = raw.into_inner();
+        let pattern_span = raw.pattern.span();
+        let pattern = raw.pattern.into_inner();
+        let query = Query::new(&python(), &pattern).map_err(|error| {
+            let offset = pattern_error_offset(toml_text, pattern_span.clone(), error.row);
+            let what = match error.kind {
+                QueryErrorKind::NodeType => "unknown node type",
+                QueryErrorKind::Field => "unknown field",
+                QueryErrorKind::Capture => "unknown capture",
+                QueryErrorKind::Syntax => "syntax error",
+                QueryErrorKind::Structure => "impossible pattern structure",
+                QueryErrorKind::Predicate => "bad predicate",
+                QueryErrorKind::Language => "language error",
+            };
+            SpecError::at(
+                offset,
+                format!(
+                    "invalid tree-sitter pattern: {what} at pattern line {}, column {}: {}",
+                    error.row + 1,
+                    error.column + 1,
+                    error.message.trim()
+                ),
+            )
+        })?;
+        if query.pattern_count() != 1 {
+            return Err(SpecError::at(
+                pattern_span.start,
+                format!(
+                    "`pattern` must hold exactly one pattern (found {}); write one `[[match]]` table per pattern",
+                    query.pattern_count()
+                ),
+            ));
+        }
+        let root_kind = root_kind(&pattern).ok_or_else(|| {
+            SpecError::at(
+                pattern_span.start,
+                "`pattern` must start with a named node, such as `(call ...)`",
+            )
+        })?;
+        let root_kind_id = python().id_for_node_kind(&root_kind, true);
+        if root_kind_id == 0 {
+            return Err(SpecError::at(
+                pattern_span.start,
+                format!("`{root_kind}` is not a Python node type"),
+            ));
+        }
+
+        let capture = |name: &str, offset: usize| -> Result<u32, SpecError> {
+            query.capture_index_for_name(name).ok_or_else(|| {
+                let known: Vec<String> = query
+                    .capture_names()
+                    .iter()
+                    .map(|c| format!("@{c}"))
+                    .collect();
+                SpecError::at(
+                    offset,
+                    format!(
+                        "the pattern has no capture `@{name}` (it has: {})",
+                        if known.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            known.join(", ")
+                        }
+                    ),
+                )
+            })
+        };
+
+        let report = match &raw.report {
+            Some(report) => Some(capture(report.get_ref(), report.span().start)?),
+            None => query.capture_index_for_name("report"),
+        };
+
+        let mut require = Vec::new();
+        for predicate in raw.require {
+            let offset = predicate.span().start;
+            require.push(predicate_from_raw(
+                predicate.into_inner(),
+                offset,
+                &capture,
+            )?);
+        }
+
+        let fix = match raw.fix {
+            None => None,
+            Some(fix) => {
+                let offset = fix.span().start;
+                let fix = fix.into_inner();
+                let applicability = match fix.applicability.as_deref() {
+                    None | Some("unsafe") => Applicability::Unsafe,
+                    Some("safe") => Applicability::Safe,
+                    Some("display-only") => Applicability::DisplayOnly,
+                    Some(other) => {
+                        return Err(SpecError::at(
+                            offset,
+                            format!(
+                                "unknown fix applicability `{other}` (expected `safe`, `unsafe` or `display-only`)"
+                            ),
+                        ));
+                    }
+                };
+                Some(FixSpec {
+                    message: fix.message,
+                    applicability,
+                    edit: FixEdit::AppendArgument {
+                        capture: capture(&fix.append_argument, offset)?,
+                        text: fix.text,
+                    },
+                })
+            }
+        };
+
+        let _ = clause_offset;
+        Ok(MatchClause {
+            query,
+            root_kind: root_kind_id,
+            report,
+            message: raw.message,
+            require,
+            fix,
+        })
+    }
+}
+
+fn predicate_from_raw(
+    raw: RawPredicate,
+    offset: usize,
+    capture: &dyn Fn(&str, usize) -> Result<u32, SpecError>,
+) -> Result<Predicate, SpecError> {
+    let discriminators = [
+        raw.resolves.is_some(),
+        raw.lacks_argument.is_some(),
+        raw.has_argument.is_some(),
+        raw.inside.is_some(),
+        raw.not_inside.is_some(),
+        raw.grad.is_some(),
+        raw.contains_training.is_some(),
+    ];
+    match discriminators.iter().filter(|&&set| set).count() {
+        1 => {}
+        0 => {
+            return Err(SpecError::at(
+                offset,
+                format!("a `require` entry needs one of {PREDICATE_KINDS}"),
+            ));
+        }
+        _ => {
+            return Err(SpecError::at(
+                offset,
+                format!(
+                    "a `require` entry takes exactly one of {PREDICATE_KINDS}; split it into several entries"
+                ),
+            ));
+        }
+    }
+    let unexpected = |key: &str| {
+        SpecError::at(
+            offset,
+            format!("`{key}` does not belong with this kind of `require` entry"),
+        )
+    };
+    let argument_keys_used = raw.keyword.is_some() || raw.position.is_some();
+
+    if let Some(name) = raw.resolves {
+        if argument_keys_used || raw.equals.is_some() {
+            return Err(unexpected("keyword/position/equals"));
+        }
+        let to = raw.to.filter(|to| !to.is_empty()).ok_or_else(|| {
+            SpecError::at(offset, "`resolves` needs `to = [\"qualified.name\", ...]`")
+        })?;
+        return Ok(Predicate::Resolves {
+            capture: capture(&name, offset)?,
+            to,
+        });
+    }
+    if raw.to.is_some() {
+        return Err(unexpected("to"));
+    }
+    let argument = || -> Result<ArgumentRef, SpecError> {
+        if raw.keyword.is_none() && raw.position.is_none() {
+            return Err(SpecError::at(
+                offset,
+                "name the argument with `keyword = \"...\"`, `position = N` (0-based), or both",
+            ));
+        }
+        Ok(ArgumentRef {
+            keyword: raw.keyword.clone(),
+            position: raw.position,
+        })
+    };
+    if let Some(name) = &raw.lacks_argument {
+        if raw.equals.is_some() {
+            return Err(unexpected("equals"));
+        }
+        return Ok(Predicate::LacksArgument {
+            capture: capture(name, offset)?,
+            argument: argument()?,
+        });
+    }
+    if let Some(name) = &raw.has_argument {
+        return Ok(Predicate::HasArgument {
+            capture: capture(name, offset)?,
+            argument: argument()?,
+            equals: raw.equals.clone(),
+        });
+    }
+    if argument_keys_used || raw.equals.is_some() {
+        return Err(unexpected("keyword/position/equals"));
+    }
+    let context = |name: &str| -> Result<Context, SpecError> {
+        CONTEXTS
+            .iter()
+            .find(|(known, _)| *known == name)
+            .map(|(_, context)| *context)
+            .ok_or_else(|| {
+                let known: Vec<&str> = CONTEXTS.iter().map(|(name, _)| *name).collect();
+                SpecError::at(
+                    offset,
+                    format!(
+                        "unknown context `{name}` (expected one of: {})",
+                        known.join(", ")
+                    ),
+                )
+            })
+    };
+    if let Some(name) = raw.inside {
+        return Ok(Predicate::Inside(context(&name)?));
+    }
+    if let Some(name) = raw.not_inside {
+        return Ok(Predicate::NotInside(context(&name)?));
+    }
+    if let Some(grad) = raw.grad {
+        return match grad.as_str() {
+            "enabled" => Ok(Predicate::Grad(GradRequirement::Enabled)),
+            "disabled" => Ok(Predicate::Grad(GradRequirement::Disabled)),
+            other => Err(SpecError::at(
+                offset,
+                format!("unknown grad mode `{other}` (expected `enabled` or `disabled`)"),
+            )),
+        };
+    }
+    let name = raw.contains_training.unwrap_or_default();
+    Ok(Predicate::ContainsTraining {
+        capture: capture(&name, offset)?,
+    })
+}
+
+/// The node type a pattern starts with: `(call ...)` → `call`.
+fn root_kind(pattern: &str) -> Option<String> {
+    let mut rest = pattern.trim_start();
+    // Skip leading comments (`; ...`).
+    while let Some(stripped) = rest.strip_prefix(';') {
+        rest = stripped
+            .split_once('\n')
+            .map_or("", |(_, after)| after)
+            .trim_start();
+    }
+    let rest = rest.strip_prefix('(')?.trim_start();
+    let kind: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    (!kind.is_empty() && kind != "_").then_some(kind)
+}
+
+/// Byte offset in the TOML text of line `row` of a pattern string literal.
+fn pattern_error_offset(toml_text: &str, span: std::ops::Range<usize>, row: usize) -> usize {
+    let literal = &toml_text[span.clone()];
+    let multiline_opening = ["'''\n", "\"\"\"\n", "'''\r\n", "\"\"\"\r\n"]
+        .iter()
+        .find(|opening| literal.starts_with(**opening));
+    let mut offset = span.start + multiline_opening.map_or(0, |opening| opening.len());
+    for _ in 0..row {
+        match toml_text[offset..span.end].find('\n') {
+            Some(newline) => offset += newline + 1,
+            None => break,
+        }
+    }
+    offset
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn root_kind_skips_comments_and_rejects_wildcards() {
+        assert_eq!(
+            root_kind("  ; a comment\n (call) @c").as_deref(),
+            Some("call")
+        );
+        assert_eq!(root_kind("(_) @x"), None);
+        assert_eq!(root_kind("[(call) (attribute)]"), None);
+    }
+}

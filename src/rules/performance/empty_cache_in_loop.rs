@@ -1,0 +1,59 @@
+//! TL201 `empty-cache-in-loop`; documentation and examples in
+//! `rules/performance/empty-cache-in-loop.md`.
+
+use std::sync::Arc;
+
+use tree_sitter::Node;
+
+use crate::checker::Checker;
+use crate::diagnostic::Diagnostic;
+use crate::rules::{Check, RuleMeta};
+
+pub struct EmptyCacheInLoop;
+
+/// The allocator-cache flushes of each accelerator backend.
+const EMPTY_CACHE: &[&str] = &[
+    "torch.cuda.empty_cache",
+    "torch.cuda.memory.empty_cache",
+    "torch.mps.empty_cache",
+    "torch.xpu.empty_cache",
+    "torch.npu.empty_cache",
+];
+
+impl Check for EmptyCacheInLoop {
+    fn kinds(&self) -> &'static [&'static str] {
+        &["call"]
+    }
+
+    fn check(
+        &self,
+        rule: &Arc<RuleMeta>,
+        call: Node<'_>,
+        checker: &Checker<'_>,
+        out: &mut Vec<Diagnostic>,
+    ) {
+        let Some(callee) = call.child_by_field_name("function") else {
+            return;
+        };
+        let Some(name) = checker.qualified_name(callee) else {
+            return;
+        };
+        let listed = EMPTY_CACHE.contains(&name.as_str())
+            || checker
+                .option(rule, "extra-functions")
+                .and_then(|value| value.as_array().cloned())
+                .is_some_and(|extra| extra.iter().any(|f| f.as_str() == Some(&name)));
+        // In an `except` block it is OOM recovery, which is what the call is for.
+        if !listed || checker.in_except_handler() {
+            return;
+        }
+        let Some(evidence) = checker.per_batch() else {
+            return;
+        };
+        let message = rule.message.replace("{callee}", checker.node_text(callee));
+        out.push(
+            Diagnostic::new(rule, message, call.byte_range())
+                .with_label(evidence.range, evidence.reason),
+        );
+    }
+}

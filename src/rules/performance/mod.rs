@@ -1,0 +1,4 @@
+//! Rust implementations of the `performance` pack (`rules/performance/`): hazards that cost
+//! step time rather than memory.
+
+pub mod empty_cache_in_loop;

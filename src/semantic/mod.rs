@@ -1,0 +1,634 @@
+//! The semantic model of one module, built in one walk before any rule runs: scopes and
+//! bindings (for import resolution), which loops and functions train a model, comments (for
+//! suppressions) and syntax errors.
+
+pub mod scope;
+pub mod training;
+
+use std::collections::HashMap;
+
+use tree_sitter::{Node, Tree};
+
+use crate::parse::{Descend, KINDS, Visit, text, walk};
+use crate::source::TextRange;
+use scope::{Binding, BindingKind, ScopeId, ScopeKind, Scopes};
+
+#[derive(Debug)]
+pub struct SemanticModel {
+    pub scopes: Scopes,
+    /// The scope each scope-creating node (function, class, lambda, comprehension) opens.
+    scope_of_node: HashMap<usize, ScopeId>,
+    loops: HashMap<usize, LoopFacts>,
+    functions: HashMap<usize, FunctionFacts>,
+    functions_by_name: HashMap<Box<str>, Vec<usize>>,
+    pub comments: Vec<TextRange>,
+    pub syntax_errors: Vec<SyntaxError>,
+}
+
+/// What the walk learned about one `for`/`while` loop.
+#[derive(Debug, Clone, Default)]
+pub struct LoopFacts {
+    /// A training-step call (`loss.backward()`, `opt.step()`) in this loop's own body, not
+    /// only in a nested loop: the loop runs once per step.
+    pub training_call: Option<TextRange>,
+    /// Some nested loop trains (so this one is typically the epoch loop).
+    pub nested_training: bool,
+    /// `for x in loader` / `while cond`, without the body: where labels point.
+    pub header: TextRange,
+}
+
+impl LoopFacts {
+    pub fn trains(&self) -> bool {
+        self.training_call.is_some()
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct FunctionFacts {
+    pub name: String,
+    /// A training-step call directly in the body, outside any loop: the function is a step.
+    pub training_call_outside_loops: Option<TextRange>,
+    /// Any training-step call anywhere in the body.
+    pub contains_training: bool,
+    /// `def name(...)`, without the body.
+    pub header: TextRange,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyntaxError {
+    pub range: TextRange,
+    /// The token tree-sitter had to insert (`)`), or `None` for unexpected text.
+    pub missing: Option<String>,
+}
+
+impl SemanticModel {
+    pub fn build(tree: &Tree, source: &str) -> Self {
+        Builder::new(source, tree.root_node().has_error()).run(tree)
+    }
+
+    pub fn scope_of(&self, node: Node<'_>) -> Option<ScopeId> {
+        self.scope_of_node.get(&node.id()).copied()
+    }
+
+    pub fn loop_facts(&self, node: Node<'_>) -> Option<&LoopFacts> {
+        self.loops.get(&node.id())
+    }
+
+    pub fn function_facts(&self, node: Node<'_>) -> Option<&FunctionFacts> {
+        self.functions.get(&node.id())
+    }
+
+    /// Functions defined in this module with this name (any scope).
+    pub fn functions_named(&self, name: &str) -> impl Iterator<Item = &FunctionFacts> {
+        self.functions_by_name
+            .get(name)
+            .into_iter()
+            .flatten()
+            .filter_map(|id| self.functions.get(id))
+    }
+}
+
+/// A scope, loop or function the walk is inside of, closed when the walk leaves its node.
+enum Open {
+    Scope { node: usize },
+    Loop { node: usize },
+    Function { node: usize },
+    OpaqueScope { node: usize },
+}
+
+impl Open {
+    fn node(&self) -> usize {
+        match self {
+            Open::Scope { node }
+            | Open::Loop { node }
+            | Open::Function { node }
+            | Open::OpaqueScope { node } => *node,
+        }
+    }
+}
+
+struct Builder<'s> {
+    source: &'s str,
+    has_errors: bool,
+    scopes: Scopes,
+    scope_stack: Vec<ScopeId>,
+    scope_of_node: HashMap<usize, ScopeId>,
+    open: Vec<Open>,
+    loops: HashMap<usize, LoopFacts>,
+    functions: HashMap<usize, FunctionFacts>,
+    functions_by_name: HashMap<Box<str>, Vec<usize>>,
+    comments: Vec<TextRange>,
+    syntax_errors: Vec<SyntaxError>,
+    error_depth: usize,
+}
+
+impl<'s> Builder<'s> {
+    fn new(source: &'s str, has_errors: bool) -> Self {
+        let mut scopes = Scopes::default();
+        let module = scopes.push(ScopeKind::Module, None);
+        Builder {
+            source,
+            has_errors,
+            scopes,
+            scope_stack: vec![module],
+            scope_of_node: HashMap::new(),
+            open: Vec::new(),
+            loops: HashMap::new(),
+            functions: HashMap::new(),
+            functions_by_name: HashMap::new(),
+            comments: Vec::new(),
+            syntax_errors: Vec::new(),
+            error_depth: 0,
+        }
+    }
+
+    fn run(mut self, tree: &Tree) -> SemanticModel {
+        let root = tree.root_node();
+        walk(root, |visit| match visit {
+            Visit::Enter(node) => self.enter(node),
+            Visit::Leave(node) => {
+                self.leave(node);
+                Descend::Yes
+            }
+        });
+        SemanticModel {
+            scopes: self.scopes,
+            scope_of_node: self.scope_of_node,
+            loops: self.loops,
+            functions: self.functions,
+            functions_by_name: self.functions_by_name,
+            comments: self.comments,
+            syntax_errors: self.syntax_errors,
+        }
+    }
+
+    fn scope(&self) -> ScopeId {
+        *self
+            .scope_stack
+            .last()
+            .expect("the module scope is never popped")
+    }
+
+    fn enter(&mut self, node: Node<'_>) -> Descend {
+        if self.has_errors {
+            self.record_syntax_error(node);
+        }
+        if !node.is_named() {
+            return Descend::No;
+        }
+        let k = &*KINDS;
+        let kind = node.kind_id();
+        if kind == k.comment {
+            self.comments.push(node.byte_range());
+        } else if kind == k.call {
+            if let Some(call) = training::training_step_call(node, self.source) {
+                self.mark_training(call);
+            }
+        } else if kind == k.identifier || kind == k.attribute {
+            // Fast path: the most common nodes bind nothing.
+        } else if kind == k.import_statement {
+            self.bind_import(node);
+        } else if kind == k.import_from_statement {
+            self.bind_import_from(node);
+        } else if kind == k.assignment {
+            self.bind_assignment(node);
+        } else if kind == k.augmented_assignment {
+            if let Some(left) = node.child_by_field_name("left") {
+                self.bind_targets(left, node.end_byte());
+            }
+        } else if kind == k.for_statement || kind == k.while_statement {
+            if kind == k.for_statement
+                && let Some(left) = node.child_by_field_name("left")
+            {
+                self.bind_targets(left, node.start_byte());
+            }
+            let header_end = node
+                .child_by_field_name(if kind == k.for_statement {
+                    "right"
+                } else {
+                    "condition"
+                })
+                .map_or(node.start_byte(), |n| n.end_byte());
+            self.loops.insert(
+                node.id(),
+                LoopFacts {
+                    header: node.start_byte()..header_end,
+                    ..LoopFacts::default()
+                },
+            );
+            self.open.push(Open::Loop { node: node.id() });
+        } else if kind == k.for_in_clause {
+            if let Some(left) = node.child_by_field_name("left") {
+                self.bind_targets(left, node.start_byte());
+            }
+        } else if kind == k.function_definition {
+            self.enter_function(node);
+        } else if kind == k.class_definition {
+            if let Some(name) = node.child_by_field_name("name") {
+                self.bind(
+                    text(name, self.source),
+                    BindingKind::Definition,
+                    name.start_byte(),
+                );
+            }
+            self.open_scope(node, ScopeKind::Class);
+            self.open.push(Open::OpaqueScope { node: node.id() });
+        } else if kind == k.lambda {
+            self.open_scope(node, ScopeKind::Lambda);
+            if let Some(parameters) = node.child_by_field_name("parameters") {
+                self.bind_parameters(parameters);
+            }
+            self.open.push(Open::OpaqueScope { node: node.id() });
+        } else if kind == k.list_comprehension
+            || kind == k.set_comprehension
+            || kind == k.dictionary_comprehension
+            || kind == k.generator_expression
+        {
+            self.open_scope(node, ScopeKind::Comprehension);
+            self.open.push(Open::Scope { node: node.id() });
+        } else if kind == k.as_pattern {
+            if let Some(alias) = node.child_by_field_name("alias") {
+                self.bind_targets(alias, node.end_byte());
+            }
+        } else if kind == k.except_clause {
+            if let Some(alias) = node.child_by_field_name("alias") {
+                self.bind_targets(alias, node.start_byte());
+            }
+        } else if kind == k.named_expression {
+            if let Some(name) = node.child_by_field_name("name") {
+                self.bind_targets(name, node.end_byte());
+            }
+        } else if kind == k.global_statement {
+            let scope = self.scope();
+            let mut cursor = node.walk();
+            for name in node.named_children(&mut cursor) {
+                if name.kind_id() == k.identifier {
+                    self.scopes.declare_global(scope, text(name, self.source));
+                }
+            }
+        }
+        Descend::Yes
+    }
+
+    fn leave(&mut self, node: Node<'_>) {
+        if self.has_errors && node.is_error() {
+            self.error_depth -= 1;
+        }
+        if self
+            .open
+            .last()
+            .is_some_and(|open| open.node() == node.id())
+        {
+            match self.open.pop() {
+                Some(Open::Scope { .. } | Open::OpaqueScope { .. } | Open::Function { .. }) => {
+                    self.scope_stack.pop();
+                }
+                Some(Open::Loop { .. }) | None => {}
+            }
+        }
+    }
+
+    fn record_syntax_error(&mut self, node: Node<'_>) {
+        if node.is_error() {
+            if self.error_depth == 0 {
+                self.syntax_errors.push(SyntaxError {
+                    range: node.byte_range(),
+                    missing: None,
+                });
+            }
+            self.error_depth += 1;
+        } else if node.is_missing() && self.error_depth == 0 {
+            self.syntax_errors.push(SyntaxError {
+                range: node.start_byte()..node.start_byte(),
+                missing: Some(node.kind().to_owned()),
+            });
+        }
+    }
+
+    fn enter_function(&mut self, node: Node<'_>) {
+        let name = node
+            .child_by_field_name("name")
+            .map_or("", |name| text(name, self.source))
+            .to_owned();
+        if let Some(name_node) = node.child_by_field_name("name") {
+            self.bind(&name, BindingKind::Definition, name_node.start_byte());
+        }
+        let header_end = node
+            .child_by_field_name("parameters")
+            .map_or(node.start_byte(), |p| p.end_byte());
+        self.functions.insert(
+            node.id(),
+            FunctionFacts {
+                name: name.clone(),
+                header: node.start_byte()..header_end,
+                ..FunctionFacts::default()
+            },
+        );
+        self.functions_by_name
+            .entry(name.into())
+            .or_default()
+            .push(node.id());
+        self.open_scope(node, ScopeKind::Function);
+        if let Some(parameters) = node.child_by_field_name("parameters") {
+            self.bind_parameters(parameters);
+        }
+        self.open.push(Open::Function { node: node.id() });
+    }
+
+    fn open_scope(&mut self, node: Node<'_>, kind: ScopeKind) {
+        let id = self.scopes.push(kind, Some(self.scope()));
+        self.scope_of_node.insert(node.id(), id);
+        self.scope_stack.push(id);
+    }
+
+    /// A training-step call marks the innermost loop (or, outside loops, the function) as
+    /// training, and every enclosing loop of the same function as an epoch-style loop.
+    fn mark_training(&mut self, call: TextRange) {
+        let mut innermost_loop = true;
+        for open in self.open.iter().rev() {
+            match open {
+                Open::Loop { node } => {
+                    let facts = self.loops.get_mut(node).expect("open loops have facts");
+                    if innermost_loop {
+                        facts.training_call.get_or_insert(call.clone());
+                        innermost_loop = false;
+                    } else {
+                        facts.nested_training = true;
+                    }
+                }
+                Open::Function { node } => {
+                    let facts = self
+                        .functions
+                        .get_mut(node)
+                        .expect("open functions have facts");
+                    facts.contains_training = true;
+                    if innermost_loop {
+                        facts
+                            .training_call_outside_loops
+                            .get_or_insert(call.clone());
+                    }
+                    return;
+                }
+                Open::OpaqueScope { .. } => return,
+                Open::Scope { .. } => {}
+            }
+        }
+    }
+
+    fn bind(&mut self, name: &str, kind: BindingKind, offset: usize) {
+        let scope = self.scope();
+        self.scopes.bind(scope, name, Binding { kind, offset });
+    }
+
+    fn bind_import(&mut self, node: Node<'_>) {
+        let mut cursor = node.walk();
+        for name in node.children_by_field_name("name", &mut cursor) {
+            if name.kind_id() == KINDS.aliased_import {
+                let (Some(module), Some(alias)) = (
+                    name.child_by_field_name("name"),
+                    name.child_by_field_name("alias"),
+                ) else {
+                    continue;
+                };
+                let qualified = dotted(module, self.source);
+                self.bind(
+                    text(alias, self.source),
+                    BindingKind::Import(qualified.into()),
+                    node.end_byte(),
+                );
+            } else {
+                // `import a.b.c` binds `a`.
+                let qualified = dotted(name, self.source);
+                let head = qualified.split('.').next().unwrap_or("").to_owned();
+                self.bind(
+                    &head,
+                    BindingKind::Import(head.clone().into()),
+                    node.end_byte(),
+                );
+            }
+        }
+    }
+
+    fn bind_import_from(&mut self, node: Node<'_>) {
+        let Some(module) = node.child_by_field_name("module_name") else {
+            return;
+        };
+        let module = dotted(module, self.source);
+        if module == "__future__" {
+            return;
+        }
+        let mut cursor = node.walk();
+        for child in node.named_children(&mut cursor) {
+            if child.kind_id() == KINDS.wildcard_import {
+                self.scopes.star_imports.push(module.clone().into());
+            }
+        }
+        let mut cursor = node.walk();
+        for name in node.children_by_field_name("name", &mut cursor) {
+            let (imported, bound) = if name.kind_id() == KINDS.aliased_import {
+                let (Some(imported), Some(alias)) = (
+                    name.child_by_field_name("name"),
+                    name.child_by_field_name("alias"),
+                ) else {
+                    continue;
+                };
+                (
+                    dotted(imported, self.source),
+                    text(alias, self.source).to_owned(),
+                )
+            } else {
+                let imported = dotted(name, self.source);
+                (imported.clone(), imported)
+            };
+            let qualified = format!("{module}.{imported}");
+            self.bind(
+                &bound,
+                BindingKind::Import(qualified.into()),
+                node.end_byte(),
+            );
+        }
+    }
+
+    fn bind_assignment(&mut self, node: Node<'_>) {
+        let Some(left) = node.child_by_field_name("left") else {
+            return;
+        };
+        let right = node.child_by_field_name("right");
+        let aliased = right.filter(|right| {
+            left.kind_id() == KINDS.identifier
+                && (right.kind_id() == KINDS.identifier || right.kind_id() == KINDS.attribute)
+        });
+        match aliased {
+            Some(value) => self.bind(
+                text(left, self.source),
+                BindingKind::Alias(value.byte_range()),
+                node.end_byte(),
+            ),
+            None => self.bind_targets(left, node.end_byte()),
+        }
+    }
+
+    /// Binds every name in an assignment target (`a`, `a, (b, *c)`), not attributes or
+    /// subscripts.
+    fn bind_targets(&mut self, target: Node<'_>, offset: usize) {
+        let mut stack = vec![target];
+        while let Some(node) = stack.pop() {
+            let kind = node.kind_id();
+            if kind == KINDS.identifier {
+                self.bind(text(node, self.source), BindingKind::Other, offset);
+            } else if kind != KINDS.attribute && kind != KINDS.subscript {
+                let mut cursor = node.walk();
+                stack.extend(node.named_children(&mut cursor));
+            }
+        }
+    }
+
+    fn bind_parameters(&mut self, parameters: Node<'_>) {
+        let mut cursor = parameters.walk();
+        for parameter in parameters.named_children(&mut cursor) {
+            let name = if parameter.kind_id() == KINDS.identifier {
+                Some(parameter)
+            } else if let Some(name) = parameter.child_by_field_name("name") {
+                Some(name)
+            } else {
+                // typed_parameter, *args, **kwargs: the first identifier inside.
+                let mut inner = parameter.walk();
+
+                parameter.named_children(&mut inner).find_map(|child| {
+                    if child.kind_id() == KINDS.identifier {
+                        Some(child)
+                    } else {
+                        child
+                            .named_child(0)
+                            .filter(|n| n.kind_id() == KINDS.identifier)
+                    }
+                })
+            };
+            if let Some(name) = name.filter(|n| n.kind_id() == KINDS.identifier) {
+                self.bind(
+                    text(name, self.source),
+                    BindingKind::Other,
+                    parameters.start_byte(),
+                );
+            }
+        }
+    }
+}
+
+/// `torch . nn` → `torch.nn`; relative imports keep their dots.
+fn dotted(node: Node<'_>, source: &str) -> String {
+    text(node, source)
+        .chars()
+        .filter(|c| !c.is_whitespace() && *c != '\\')
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::parse;
+
+    fn resolve_all(source: &str, needle: &str) -> Vec<Option<String>> {
+        let tree = parse(source, None);
+        let model = SemanticModel::build(&tree, source);
+        let mut results = Vec::new();
+        // Track the innermost scope by hand, as the checker does.
+        let mut scopes = vec![0];
+        walk(tree.root_node(), |visit| {
+            let Visit::Enter(node) = visit else {
+                if let Visit::Leave(node) = visit
+                    && model.scope_of(node).is_some()
+                {
+                    scopes.pop();
+                }
+                return Descend::Yes;
+            };
+            {
+                if let Some(scope) = model.scope_of(node) {
+                    scopes.push(scope);
+                }
+                if (node.kind_id() == KINDS.attribute || node.kind_id() == KINDS.identifier)
+                    && text(node, source) == needle
+                    && node.parent().is_some_and(|p| p.kind_id() == KINDS.call)
+                {
+                    results.push(model.scopes.qualified_name(
+                        *scopes.last().unwrap(),
+                        node,
+                        tree.root_node(),
+                        source,
+                    ));
+                }
+            }
+            Descend::Yes
+        });
+        results
+    }
+
+    #[test]
+    fn resolves_aliases_and_from_imports() {
+        let source = "import torch as th\nfrom torch import load as L\nimport torch.cuda\nth.load(p)\nL(p)\n";
+        assert_eq!(
+            resolve_all(source, "th.load"),
+            vec![Some("torch.load".into())]
+        );
+        assert_eq!(resolve_all(source, "L"), vec![Some("torch.load".into())]);
+        let source = "import torch.cuda\ntorch.cuda.empty_cache()\n";
+        assert_eq!(
+            resolve_all(source, "torch.cuda.empty_cache"),
+            vec![Some("torch.cuda.empty_cache".into())]
+        );
+    }
+
+    #[test]
+    fn own_definitions_and_parameters_shadow_imports() {
+        let source = "from torch import load\ndef load(p):\n    return p\nload(1)\ndef f(load):\n    load(2)\n";
+        assert_eq!(resolve_all(source, "load"), vec![None, None]);
+        let source = "from torch import load\nload(1)\ndef load(p):\n    pass\n";
+        assert_eq!(resolve_all(source, "load"), vec![Some("torch.load".into())]);
+    }
+
+    #[test]
+    fn fallback_assignments_do_not_hide_imports() {
+        let source = "try:\n    import torch\nexcept ImportError:\n    torch = None\ndef f():\n    torch.load(p)\n";
+        assert_eq!(
+            resolve_all(source, "torch.load"),
+            vec![Some("torch.load".into())]
+        );
+    }
+
+    #[test]
+    fn module_aliases_resolve_through_assignment() {
+        let source = "import torch\nL = torch.load\ndef f():\n    L(p)\n";
+        assert_eq!(resolve_all(source, "L"), vec![Some("torch.load".into())]);
+    }
+
+    #[test]
+    fn class_scope_is_invisible_to_methods() {
+        let source =
+            "import torch\nclass A:\n    torch = None\n    def f(self):\n        torch.load(p)\n";
+        assert_eq!(
+            resolve_all(source, "torch.load"),
+            vec![Some("torch.load".into())]
+        );
+    }
+
+    #[test]
+    fn loops_that_call_backward_train_and_their_outer_loops_do_not() {
+        let source = "for epoch in range(3):\n    for x in loader:\n        loss.backward()\n        opt.step()\n";
+        let tree = parse(source, None);
+        let model = SemanticModel::build(&tree, source);
+        let outer = tree.root_node().child(0).unwrap();
+        let facts = model.loop_facts(outer).unwrap();
+        assert!(!facts.trains());
+        assert!(facts.nested_training);
+        assert_eq!(&source[facts.header.clone()], "for epoch in range(3)");
+    }
+
+    #[test]
+    fn syntax_errors_are_recorded_once_per_region() {
+        let source = "def f(:\n    pass\nx = (1,\n";
+        let tree = parse(source, None);
+        let model = SemanticModel::build(&tree, source);
+        assert!(!model.syntax_errors.is_empty());
+    }
+}

@@ -1,0 +1,214 @@
+//! Scopes and the names bound in them, and resolving an expression to the qualified name of
+//! what it refers to (`L` → `torch.load` after `from torch import load as L`).
+
+use std::collections::HashMap;
+
+use tree_sitter::Node;
+
+use crate::parse::{KINDS, text};
+use crate::source::TextRange;
+
+pub type ScopeId = usize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScopeKind {
+    Module,
+    Class,
+    Function,
+    Lambda,
+    Comprehension,
+}
+
+#[derive(Debug)]
+pub struct Scope {
+    pub kind: ScopeKind,
+    pub parent: Option<ScopeId>,
+    pub bindings: HashMap<Box<str>, Vec<Binding>>,
+    /// Names declared `global` here: their bindings go to the module scope.
+    pub globals: Vec<Box<str>>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Binding {
+    pub kind: BindingKind,
+    /// Where the binding happens; a use sees the bindings before it in its own scope.
+    pub offset: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BindingKind {
+    /// `import a.b as c`, `from a import b`: the qualified name it stands for.
+    Import(Box<str>),
+    /// `name = other.dotted.name`: resolved through the value, in the binding's scope.
+    Alias(TextRange),
+    /// `def name` / `class name`: the user's own code.
+    Definition,
+    /// Anything else: parameters, loop targets, assignments of computed values.
+    Other,
+}
+
+/// The scope tree of one module.
+#[derive(Debug, Default)]
+pub struct Scopes {
+    scopes: Vec<Scope>,
+    /// Modules of `from m import *`, which may bind any name.
+    pub star_imports: Vec<Box<str>>,
+}
+
+/// Qualified names resolved through more than this many aliases are given up on.
+const MAX_ALIAS_DEPTH: usize = 8;
+
+impl Scopes {
+    pub fn push(&mut self, kind: ScopeKind, parent: Option<ScopeId>) -> ScopeId {
+        self.scopes.push(Scope {
+            kind,
+            parent,
+            bindings: HashMap::new(),
+            globals: Vec::new(),
+        });
+        self.scopes.len() - 1
+    }
+
+    pub fn get(&self, id: ScopeId) -> &Scope {
+        &self.scopes[id]
+    }
+
+    pub fn bind(&mut self, scope: ScopeId, name: &str, binding: Binding) {
+        let target = if self.scopes[scope].globals.iter().any(|g| &**g == name) {
+            0
+        } else {
+            scope
+        };
+        self.scopes[target]
+            .bindings
+            .entry(name.into())
+            .or_default()
+            .push(binding);
+    }
+
+    pub fn declare_global(&mut self, scope: ScopeId, name: &str) {
+        self.scopes[scope].globals.push(name.into());
+    }
+
+    /// The qualified name `node` (an identifier or attribute chain) refers to, seen from
+    /// `scope` at the node's position; `None` when it is the user's own code or unknown.
+    /// Unbound names resolve to themselves (builtins such as `print`).
+    /// `root` is the tree's root node, where alias values are looked up.
+    pub fn qualified_name(
+        &self,
+        scope: ScopeId,
+        node: Node<'_>,
+        root: Node<'_>,
+        source: &str,
+    ) -> Option<String> {
+        self.qualified_name_at_depth(scope, node, root, source, 0)
+    }
+
+    fn qualified_name_at_depth(
+        &self,
+        scope: ScopeId,
+        node: Node<'_>,
+        root: Node<'_>,
+        source: &str,
+        depth: usize,
+    ) -> Option<String> {
+        if depth > MAX_ALIAS_DEPTH {
+            return None;
+        }
+        let kind = node.kind_id();
+        if kind == KINDS.identifier {
+            return self.resolve_name(scope, text(node, source), node, root, source, depth);
+        }
+        if kind == KINDS.attribute {
+            // Resolve the head of the chain, then append the attribute names iteratively.
+            let mut attributes = Vec::new();
+            let mut head = node;
+            while head.kind_id() == KINDS.attribute {
+                attributes.push(text(head.child_by_field_name("attribute")?, source));
+                head = head.child_by_field_name("object")?;
+            }
+            if head.kind_id() != KINDS.identifier {
+                return None;
+            }
+            let mut name =
+                self.resolve_name(scope, text(head, source), head, root, source, depth)?;
+            for attribute in attributes.iter().rev() {
+                name.push('.');
+                name.push_str(attribute);
+            }
+            return Some(name);
+        }
+        if kind == KINDS.parenthesized_expression && node.named_child_count() == 1 {
+            return self.qualified_name_at_depth(scope, node.named_child(0)?, root, source, depth);
+        }
+        None
+    }
+
+    fn resolve_name(
+        &self,
+        scope: ScopeId,
+        name: &str,
+        node: Node<'_>,
+        root: Node<'_>,
+        source: &str,
+        depth: usize,
+    ) -> Option<String> {
+        let offset = node.start_byte();
+        let mut current = Some(scope);
+        let mut first = true;
+        while let Some(id) = current {
+            let scope = &self.scopes[id];
+            // Class bodies are not visible from the functions nested in them.
+            let visible = first || scope.kind != ScopeKind::Class;
+            if visible && let Some(bindings) = scope.bindings.get(name) {
+                let binding = choose_binding(bindings, first.then_some(offset))?;
+                return match &binding.kind {
+                    BindingKind::Import(qualified) => Some(qualified.to_string()),
+                    BindingKind::Alias(range) => {
+                        let value = root.descendant_for_byte_range(range.start, range.end)?;
+                        self.qualified_name_at_depth(id, value, root, source, depth + 1)
+                    }
+                    BindingKind::Definition | BindingKind::Other => None,
+                };
+            }
+            first = false;
+            current = scope.parent;
+        }
+        match self.star_imports.as_slice() {
+            [module] => Some(format!("{module}.{name}")),
+            _ => Some(name.to_owned()),
+        }
+    }
+}
+
+/// Picks the binding a use sees. In the use's own scope (`use_offset` given) only bindings
+/// before the use count; from an enclosing scope, all of them (functions run after the module
+/// body). A fallback assignment (`except ImportError: torch = None`) does not hide an import;
+/// a later `def`/`class` of the same name does.
+fn choose_binding(bindings: &[Binding], use_offset: Option<usize>) -> Option<&Binding> {
+    let before: Vec<&Binding> = match use_offset {
+        Some(offset) => {
+            let before: Vec<&Binding> = bindings.iter().filter(|b| b.offset <= offset).collect();
+            if before.is_empty() {
+                bindings.iter().collect()
+            } else {
+                before
+            }
+        }
+        None => bindings.iter().collect(),
+    };
+    let last_import = before
+        .iter()
+        .rev()
+        .find(|b| matches!(b.kind, BindingKind::Import(_) | BindingKind::Alias(_)));
+    let last_definition = before
+        .iter()
+        .rev()
+        .find(|b| b.kind == BindingKind::Definition);
+    match (last_import, last_definition) {
+        (Some(import), Some(definition)) if definition.offset > import.offset => Some(definition),
+        (Some(import), _) => Some(import),
+        (None, Some(definition)) => Some(definition),
+        (None, None) => before.last().copied(),
+    }
+}

@@ -1,0 +1,170 @@
+//! How torchlint recognises training code: the calls that make a loop a training loop, the
+//! iterables that make it a per-batch loop, and the framework hooks that run once per batch.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+use tree_sitter::Node;
+
+use crate::parse::{KINDS, text};
+use crate::source::TextRange;
+
+/// If `call` is a training-step call — `x.backward()`, `accelerator.backward(loss)`,
+/// `self.manual_backward(loss)`, `optimizer.step()`, `scaler.step(opt)` — the range of its
+/// callee, for labels.
+pub fn training_step_call(call: Node<'_>, source: &str) -> Option<TextRange> {
+    let function = call.child_by_field_name("function")?;
+    if function.kind_id() != KINDS.attribute {
+        return None;
+    }
+    let method = text(function.child_by_field_name("attribute")?, source);
+    let is_step = match method {
+        "backward" | "manual_backward" => true,
+        "step" => function
+            .child_by_field_name("object")
+            .is_some_and(|receiver| is_optimizer_like(last_name(receiver, source))),
+        _ => false,
+    };
+    is_step.then(|| function.byte_range())
+}
+
+/// `opt`, `optimizer`, `d_optim`, `opt_g`, `scaler`: names people give optimizers and AMP
+/// gradient scalers (whose `.step` is the optimizer step). Not `scheduler`, `env`.
+pub fn is_optimizer_like(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    if name.contains("optim") || name.contains("scaler") {
+        return true;
+    }
+    name.split('_').any(|part| {
+        part == "opt"
+            || part == "opts"
+            || part
+                .strip_prefix("opt")
+                .is_some_and(|rest| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()))
+    })
+}
+
+/// The last name in `a.b.c`, `a.b[0]`, `a.b()`: what the value is called.
+fn last_name<'s>(node: Node<'_>, source: &'s str) -> &'s str {
+    let mut node = node;
+    loop {
+        let next = if node.kind_id() == KINDS.attribute {
+            return node
+                .child_by_field_name("attribute")
+                .map_or("", |attribute| text(attribute, source));
+        } else if node.kind_id() == KINDS.subscript {
+            node.child_by_field_name("value")
+        } else if node.kind_id() == KINDS.call {
+            node.child_by_field_name("function")
+        } else {
+            return text(node, source);
+        };
+        match next {
+            Some(next) => node = next,
+            None => return "",
+        }
+    }
+}
+
+static LOADER_LIKE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)(loader|\bdl\b|_dl\b|\bbatches\b|batch_iter|data_iter|\bdataset\b|minibatches|\bchunks\b)")
+        .expect("valid regex")
+});
+
+/// Whether a `for` loop's iterable text looks like batches: `loader`, `enumerate(train_loader)`,
+/// `tqdm(val_dl)`, `zip(loader_a, loader_b)`, `batches`.
+pub fn iterates_batches(iterable: &str) -> bool {
+    LOADER_LIKE.is_match(iterable)
+}
+
+/// Framework methods that run once per batch (Lightning, HF Trainer, mmengine, ignite).
+pub fn is_per_batch_hook(function_name: &str) -> bool {
+    matches!(
+        function_name,
+        "training_step"
+            | "validation_step"
+            | "test_step"
+            | "predict_step"
+            | "train_step"
+            | "val_step"
+            | "on_train_batch_start"
+            | "on_train_batch_end"
+            | "on_validation_batch_start"
+            | "on_validation_batch_end"
+            | "on_test_batch_end"
+            | "on_before_backward"
+            | "on_after_backward"
+            | "on_before_optimizer_step"
+            | "on_before_zero_grad"
+            | "after_train_iter"
+            | "before_train_iter"
+            | "after_val_iter"
+            | "after_test_iter"
+            | "compute_loss"
+            | "prediction_step"
+            | "on_step_end"
+            | "on_step_begin"
+    )
+}
+
+static TRAINING_CALL_NAME: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(fit|train|train_(one_)?epoch|train_model|train_loop|training_loop|run_training|train_steps?|_train|do_train|run_train)$")
+        .expect("valid regex")
+});
+
+/// Whether calling a function of this name trains a model (`trainer.fit()`, `train(...)`).
+pub fn is_training_entry_point(name: &str) -> bool {
+    TRAINING_CALL_NAME.is_match(name)
+}
+
+/// The name a call's callee ends in (`trainer.fit` → `fit`).
+pub fn callee_name<'s>(call: Node<'_>, source: &'s str) -> &'s str {
+    call.child_by_field_name("function")
+        .map_or("", |function| last_name(function, source))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn optimizer_names() {
+        for name in [
+            "opt",
+            "optimizer",
+            "d_optim",
+            "opt_g",
+            "opt1",
+            "scaler",
+            "g_opt",
+        ] {
+            assert!(is_optimizer_like(name), "{name}");
+        }
+        for name in [
+            "scheduler",
+            "env",
+            "lr_sched",
+            "option",
+            "optional_thing",
+            "adopt",
+        ] {
+            assert!(!is_optimizer_like(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn batch_iterables() {
+        for iterable in [
+            "loader",
+            "enumerate(train_loader)",
+            "tqdm(val_dl)",
+            "batches",
+            "self.train_dataloader()",
+        ] {
+            assert!(iterates_batches(iterable), "{iterable}");
+        }
+        for iterable in ["range(epochs)", "model.modules()", "params", "self.layers"] {
+            assert!(!iterates_batches(iterable), "{iterable}");
+        }
+    }
+}

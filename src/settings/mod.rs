@@ -1,0 +1,488 @@
+//! Settings: what one configuration (a config file plus the command line) means for linting —
+//! enabled rules, their options, per-file ignores, excludes and extra rule packs.
+
+pub mod config_file;
+pub mod resolver;
+pub mod selector;
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock};
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use toml::Spanned;
+use toml::de::DeValue;
+
+use crate::rules::{Dispatch, RuleMeta, RuleRegistry};
+pub use config_file::{ConfigError, ConfigFile};
+use selector::{SelectionLayer, Selector};
+
+/// Folders no one wants linted; `exclude` replaces this list, `extend-exclude` adds to it.
+pub const DEFAULT_EXCLUDES: &[&str] = &[
+    ".git",
+    ".hg",
+    ".svn",
+    ".venv",
+    "venv",
+    ".tox",
+    ".nox",
+    ".eggs",
+    "__pycache__",
+    "__pypackages__",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".torchlint_cache",
+    ".ipynb_checkpoints",
+    "build",
+    "dist",
+    "site-packages",
+    "node_modules",
+];
+
+/// Rule selection given on the command line; it applies on top of every config file.
+#[derive(Debug, Clone, Default)]
+pub struct CliOverrides {
+    pub select: Option<Vec<String>>,
+    pub extend_select: Vec<String>,
+    pub ignore: Vec<String>,
+}
+
+pub struct Settings {
+    pub registry: Arc<RuleRegistry>,
+    enabled: Vec<Arc<RuleMeta>>,
+    enabled_codes: BTreeSet<String>,
+    per_file_ignores: Vec<PerFileIgnore>,
+    exclude: Exclude,
+    rule_options: HashMap<String, toml::Table>,
+    /// The folder relative paths in the config are resolved against.
+    pub project_root: PathBuf,
+    /// The config file these settings came from, if any.
+    pub config_path: Option<PathBuf>,
+    dispatch: OnceLock<Dispatch>,
+}
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settings")
+            .field("enabled", &self.enabled_codes)
+            .field("project_root", &self.project_root)
+            .field("config_path", &self.config_path)
+            .finish_non_exhaustive()
+    }
+}
+
+struct PerFileIgnore {
+    absolute: globset::GlobMatcher,
+    basename: globset::GlobMatcher,
+    selectors: Vec<Selector>,
+}
+
+/// Exclusion globs, matched against a path's absolute form and its file name (as Ruff does).
+struct Exclude {
+    absolute: GlobSet,
+    basename: GlobSet,
+}
+
+impl Exclude {
+    fn build(
+        patterns: &[(String, Option<usize>)],
+        root: &Path,
+    ) -> Result<Self, (Option<usize>, String)> {
+        let mut absolute = GlobSetBuilder::new();
+        let mut basename = GlobSetBuilder::new();
+        for (pattern, offset) in patterns {
+            let glob = |text: &str| {
+                Glob::new(text).map_err(|e| (*offset, format!("invalid glob `{pattern}`: {e}")))
+            };
+            absolute.add(glob(&root.join(pattern).to_string_lossy())?);
+            basename.add(glob(pattern)?);
+        }
+        let build = |builder: GlobSetBuilder| {
+            builder
+                .build()
+                .map_err(|e| (None, format!("invalid exclude globs: {e}")))
+        };
+        Ok(Exclude {
+            absolute: build(absolute)?,
+            basename: build(basename)?,
+        })
+    }
+
+    fn matches(&self, path: &Path) -> bool {
+        self.absolute.is_match(path)
+            || path
+                .file_name()
+                .is_some_and(|name| self.basename.is_match(Path::new(name)))
+    }
+}
+
+/// Registries with user packs, shared by every config that names the same pack folders.
+static EXTENDED_REGISTRIES: LazyLock<Mutex<HashMap<Vec<PathBuf>, Arc<RuleRegistry>>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+const KNOWN_KEYS: &str = "select, extend-select, ignore, per-file-ignores, exclude, extend-exclude, extend-rule-packs, or a rule name with options";
+
+impl Settings {
+    /// Settings with no config file: default rules, default excludes, `root` for globs.
+    pub fn defaults(root: &Path, cli: &CliOverrides) -> Result<Settings, ConfigError> {
+        Settings::build(None, root, cli)
+    }
+
+    pub fn from_config(config: &ConfigFile, cli: &CliOverrides) -> Result<Settings, ConfigError> {
+        Settings::build(Some(config), config.directory(), cli)
+    }
+
+    fn build(
+        config: Option<&ConfigFile>,
+        root: &Path,
+        cli: &CliOverrides,
+    ) -> Result<Settings, ConfigError> {
+        let root = std::path::absolute(root).unwrap_or_else(|_| root.to_owned());
+        let cli_error = |message: String| ConfigError {
+            path: PathBuf::from("command line"),
+            line: None,
+            message,
+        };
+
+        let mut raw = RawOptions::default();
+        if let Some(config) = config {
+            raw = RawOptions::read(config)?;
+        }
+
+        let registry = match &raw.extend_rule_packs {
+            Some(packs) if !packs.is_empty() => {
+                let config = config.expect("packs come from a config file");
+                let folders: Vec<PathBuf> = packs.iter().map(|(p, _)| root.join(p)).collect();
+                load_packs(&folders).map_err(|errors| {
+                    let offset = packs[0].1;
+                    let details: Vec<String> = errors.iter().map(|e| format!("  {e}")).collect();
+                    config.error_at(
+                        offset,
+                        format!(
+                            "a rule pack in `extend-rule-packs` is invalid:\n{}",
+                            details.join("\n")
+                        ),
+                    )
+                })?
+            }
+            _ => RuleRegistry::builtin(),
+        };
+
+        // Selection: the config layer, then the command line.
+        let parse_spanned = |items: &[(String, usize)]| -> Result<Vec<Selector>, ConfigError> {
+            items
+                .iter()
+                .map(|(text, offset)| {
+                    Selector::parse(text, &registry).map_err(|message| {
+                        config
+                            .expect("spanned selectors come from a config file")
+                            .error_at(*offset, message)
+                    })
+                })
+                .collect()
+        };
+        let parse_cli = |items: &[String]| -> Result<Vec<Selector>, ConfigError> {
+            items
+                .iter()
+                .map(|text| Selector::parse(text, &registry).map_err(&cli_error))
+                .collect()
+        };
+        let config_layer = SelectionLayer {
+            select: raw.select.as_deref().map(parse_spanned).transpose()?,
+            extend_select: parse_spanned(raw.extend_select.as_deref().unwrap_or_default())?,
+            ignore: parse_spanned(raw.ignore.as_deref().unwrap_or_default())?,
+        };
+        let cli_layer = SelectionLayer {
+            select: cli.select.as_deref().map(parse_cli).transpose()?,
+            extend_select: parse_cli(&cli.extend_select)?,
+            ignore: parse_cli(&cli.ignore)?,
+        };
+        let enabled_codes = selector::resolve(&registry, &[config_layer, cli_layer]);
+        let enabled = registry
+            .iter()
+            .filter(|rule| enabled_codes.contains(&rule.code))
+            .cloned()
+            .collect();
+
+        let mut per_file_ignores = Vec::new();
+        for (pattern, pattern_offset, selectors) in raw.per_file_ignores.unwrap_or_default() {
+            let config = config.expect("per-file-ignores come from a config file");
+            let glob = |text: &str| {
+                Glob::new(text).map(|g| g.compile_matcher()).map_err(|e| {
+                    config.error_at(pattern_offset, format!("invalid glob `{pattern}`: {e}"))
+                })
+            };
+            per_file_ignores.push(PerFileIgnore {
+                absolute: glob(&root.join(&pattern).to_string_lossy())?,
+                basename: glob(&pattern)?,
+                selectors: parse_spanned(&selectors)?,
+            });
+        }
+
+        let mut excludes: Vec<(String, Option<usize>)> = match raw.exclude {
+            Some(exclude) => exclude.into_iter().map(|(p, o)| (p, Some(o))).collect(),
+            None => DEFAULT_EXCLUDES
+                .iter()
+                .map(|p| ((*p).to_owned(), None))
+                .collect(),
+        };
+        excludes.extend(
+            raw.extend_exclude
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(p, o)| (p, Some(o))),
+        );
+        let exclude = Exclude::build(&excludes, &root).map_err(|(offset, message)| {
+            match (config, offset) {
+                (Some(config), Some(offset)) => config.error_at(offset, message),
+                _ => cli_error(message),
+            }
+        })?;
+
+        let mut rule_options = HashMap::new();
+        for (name, offset, table) in raw.rule_tables {
+            let config = config.expect("rule tables come from a config file");
+            let Some(rule) = registry.find(&name) else {
+                return Err(config.error_at(
+                    offset,
+                    format!(
+                        "unknown key `{name}` in {} (expected {KNOWN_KEYS})",
+                        config.section
+                    ),
+                ));
+            };
+            let mut options = toml::Table::new();
+            for raw_option in table {
+                let Some(option) = rule.option(&raw_option.name) else {
+                    let known: Vec<&str> = rule.options.iter().map(|o| o.name.as_str()).collect();
+                    return Err(config.error_at(
+                        raw_option.offset,
+                        format!(
+                            "`{}` is not an option of {} {} ({})",
+                            raw_option.name,
+                            rule.code,
+                            rule.name,
+                            if known.is_empty() {
+                                "it has no options".to_owned()
+                            } else {
+                                format!("its options: {}", known.join(", "))
+                            }
+                        ),
+                    ));
+                };
+                if !option.kind.accepts(&raw_option.value) {
+                    return Err(config.error_at(
+                        raw_option.value_offset,
+                        format!(
+                            "option `{}` of {} takes a {}",
+                            option.name,
+                            rule.code,
+                            option.kind.as_str()
+                        ),
+                    ));
+                }
+                options.insert(option.name.clone(), raw_option.value);
+            }
+            rule_options.insert(rule.code.clone(), options);
+        }
+
+        Ok(Settings {
+            registry,
+            enabled,
+            enabled_codes,
+            per_file_ignores,
+            exclude,
+            rule_options,
+            project_root: root,
+            config_path: config.map(|c| c.path.clone()),
+            dispatch: OnceLock::new(),
+        })
+    }
+
+    pub fn enabled_rules(&self) -> &[Arc<RuleMeta>] {
+        &self.enabled
+    }
+
+    pub fn is_enabled(&self, code: &str) -> bool {
+        self.enabled_codes.contains(code)
+    }
+
+    /// The dispatch table of the enabled rules, built on first use.
+    pub fn dispatch(&self) -> &Dispatch {
+        self.dispatch.get_or_init(|| Dispatch::new(&self.enabled))
+    }
+
+    /// Whether discovery skips this path (file or folder).
+    pub fn is_excluded(&self, path: &Path) -> bool {
+        self.exclude.matches(path)
+    }
+
+    /// Whether `per-file-ignores` turns this rule off for this file.
+    pub fn is_ignored_for_file(&self, path: &Path, rule: &Arc<RuleMeta>) -> bool {
+        if self.per_file_ignores.is_empty() {
+            return false;
+        }
+        let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+        let name = path.file_name().map(Path::new);
+        self.per_file_ignores.iter().any(|ignore| {
+            (ignore.absolute.is_match(&absolute)
+                || name.is_some_and(|name| ignore.basename.is_match(name)))
+                && selector::any_matches(&ignore.selectors, rule)
+        })
+    }
+
+    /// A rule option's configured value, or its declared default.
+    pub fn rule_option(&self, rule: &RuleMeta, name: &str) -> Option<toml::Value> {
+        self.rule_options
+            .get(&rule.code)
+            .and_then(|options| options.get(name))
+            .cloned()
+            .or_else(|| rule.option(name).map(|option| option.default.clone()))
+    }
+}
+
+fn load_packs(folders: &[PathBuf]) -> Result<Arc<RuleRegistry>, Vec<crate::rules::PackError>> {
+    let mut cache = EXTENDED_REGISTRIES
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(registry) = cache.get(folders) {
+        return Ok(Arc::clone(registry));
+    }
+    let registry = Arc::new(RuleRegistry::builtin().extended(folders)?);
+    cache.insert(folders.to_vec(), Arc::clone(&registry));
+    Ok(registry)
+}
+
+/// Strings of a config list, each with the byte offset it was written at.
+type SpannedStrings = Vec<(String, usize)>;
+
+/// The config table checked for known keys and value types, with offsets for errors.
+#[derive(Default)]
+struct RawOptions {
+    select: Option<Vec<(String, usize)>>,
+    extend_select: Option<Vec<(String, usize)>>,
+    ignore: Option<Vec<(String, usize)>>,
+    per_file_ignores: Option<Vec<(String, usize, SpannedStrings)>>,
+    exclude: Option<Vec<(String, usize)>>,
+    extend_exclude: Option<Vec<(String, usize)>>,
+    extend_rule_packs: Option<Vec<(String, usize)>>,
+    /// `[rule-name]` tables: (name, offset, [(option, offset, value, value offset)]).
+    rule_tables: Vec<(String, usize, Vec<RawRuleOption>)>,
+}
+
+struct RawRuleOption {
+    name: String,
+    offset: usize,
+    value: toml::Value,
+    value_offset: usize,
+}
+
+impl RawOptions {
+    fn read(config: &ConfigFile) -> Result<RawOptions, ConfigError> {
+        let mut raw = RawOptions::default();
+        for (key, value) in config.table() {
+            let offset = key.span().start;
+            let name = key.get_ref().to_string();
+            let list = || string_list(config, &name, &value);
+            match name.as_str() {
+                "select" => raw.select = Some(list()?),
+                "extend-select" => raw.extend_select = Some(list()?),
+                "ignore" => raw.ignore = Some(list()?),
+                "exclude" => raw.exclude = Some(list()?),
+                "extend-exclude" => raw.extend_exclude = Some(list()?),
+                "extend-rule-packs" => raw.extend_rule_packs = Some(list()?),
+                "per-file-ignores" => {
+                    let DeValue::Table(table) = value.get_ref() else {
+                        return Err(config.error_at(
+                            value.span().start,
+                            "`per-file-ignores` takes a table of glob = [codes], like `\"tests/*\" = [\"TL108\"]`",
+                        ));
+                    };
+                    let mut entries = Vec::new();
+                    for (pattern, selectors) in table {
+                        let pattern_text = pattern.get_ref().to_string();
+                        let codes = string_list(config, &pattern_text, selectors)?;
+                        entries.push((pattern_text, pattern.span().start, codes));
+                    }
+                    raw.per_file_ignores = Some(entries);
+                }
+                _ => {
+                    // A rule's options table, validated once the registry is known.
+                    let DeValue::Table(table) = value.get_ref() else {
+                        return Err(config.error_at(
+                            offset,
+                            format!(
+                                "unknown key `{name}` in {} (expected {KNOWN_KEYS})",
+                                config.section
+                            ),
+                        ));
+                    };
+                    let options = table
+                        .iter()
+                        .map(|(option, value)| RawRuleOption {
+                            name: option.get_ref().to_string(),
+                            offset: option.span().start,
+                            value: to_value(value.get_ref()),
+                            value_offset: value.span().start,
+                        })
+                        .collect();
+                    raw.rule_tables.push((name, offset, options));
+                }
+            }
+        }
+        Ok(raw)
+    }
+}
+
+fn string_list(
+    config: &ConfigFile,
+    key: &str,
+    value: &Spanned<DeValue<'_>>,
+) -> Result<Vec<(String, usize)>, ConfigError> {
+    let error = |offset: usize| {
+        config.error_at(
+            offset,
+            format!("`{key}` takes a list of strings, like `[\"TL1\", \"TL201\"]`"),
+        )
+    };
+    let DeValue::Array(items) = value.get_ref() else {
+        return Err(error(value.span().start));
+    };
+    items
+        .iter()
+        .map(|item| match item.get_ref() {
+            DeValue::String(text) => Ok((text.to_string(), item.span().start)),
+            _ => Err(error(item.span().start)),
+        })
+        .collect()
+}
+
+/// A spanned TOML value as a plain `toml::Value`.
+fn to_value(value: &DeValue<'_>) -> toml::Value {
+    match value {
+        DeValue::String(text) => toml::Value::String(text.to_string()),
+        DeValue::Integer(integer) => {
+            let digits = integer.as_str().replace('_', "");
+            i64::from_str_radix(&digits, integer.radix())
+                .map(toml::Value::Integer)
+                .unwrap_or_else(|_| toml::Value::String(integer.to_string()))
+        }
+        DeValue::Float(float) => float
+            .as_str()
+            .replace('_', "")
+            .parse::<f64>()
+            .map(toml::Value::Float)
+            .unwrap_or(toml::Value::Float(f64::NAN)),
+        DeValue::Boolean(flag) => toml::Value::Boolean(*flag),
+        DeValue::Datetime(datetime) => toml::Value::Datetime(*datetime),
+        DeValue::Array(items) => {
+            toml::Value::Array(items.iter().map(|item| to_value(item.get_ref())).collect())
+        }
+        DeValue::Table(table) => toml::Value::Table(
+            table
+                .iter()
+                .map(|(key, value)| (key.get_ref().to_string(), to_value(value.get_ref())))
+                .collect(),
+        ),
+    }
+}

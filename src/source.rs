@@ -1,0 +1,252 @@
+//! Source text: decoding bytes into text and mapping byte offsets to rows and columns.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+/// A byte range in a source text.
+pub type TextRange = Range<usize>;
+
+/// One file's text, with the index that turns byte offsets into 1-based rows and columns.
+#[derive(Debug)]
+pub struct SourceFile {
+    /// The path as it is shown to the user (relative when the user named it so).
+    name: PathBuf,
+    text: String,
+    line_starts: Vec<usize>,
+}
+
+/// A 1-based row and a 1-based column counted in Unicode scalar values (Ruff's convention).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Location {
+    pub row: usize,
+    pub column: usize,
+}
+
+impl SourceFile {
+    pub fn new(name: impl Into<PathBuf>, text: String) -> Self {
+        let line_starts = std::iter::once(0)
+            .chain(memchr_newlines(&text).map(|i| i + 1))
+            .collect();
+        SourceFile {
+            name: name.into(),
+            text,
+            line_starts,
+        }
+    }
+
+    pub fn name(&self) -> &Path {
+        &self.name
+    }
+
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    pub fn line_starts(&self) -> &[usize] {
+        &self.line_starts
+    }
+
+    /// 0-based index of the line holding `offset`.
+    pub fn line_index(&self, offset: usize) -> usize {
+        match self.line_starts.binary_search(&offset) {
+            Ok(line) => line,
+            Err(next) => next - 1,
+        }
+    }
+
+    /// Byte range of 0-based line `line`, without its line terminator.
+    pub fn line_range(&self, line: usize) -> TextRange {
+        let start = self.line_starts[line];
+        let end = self
+            .line_starts
+            .get(line + 1)
+            .copied()
+            .unwrap_or(self.text.len());
+        let content = &self.text[start..end];
+        let trimmed = content.trim_end_matches(['\n', '\r']);
+        start..start + trimmed.len()
+    }
+
+    pub fn location(&self, offset: usize) -> Location {
+        let offset = self.floor_char_boundary(offset.min(self.text.len()));
+        let line = self.line_index(offset);
+        let start = self.line_starts[line];
+        Location {
+            row: line + 1,
+            column: self.text[start..offset].chars().count() + 1,
+        }
+    }
+
+    /// Byte offset of a 1-based row and column; clamps to the line's end.
+    pub fn offset(&self, location: Location) -> usize {
+        let line = location
+            .row
+            .saturating_sub(1)
+            .min(self.line_starts.len() - 1);
+        let range = self.line_range(line);
+        let line_text = &self.text[range.clone()];
+        let column = location.column.saturating_sub(1);
+        range.start
+            + line_text
+                .char_indices()
+                .nth(column)
+                .map_or(line_text.len(), |(i, _)| i)
+    }
+
+    fn floor_char_boundary(&self, mut offset: usize) -> usize {
+        while !self.text.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        offset
+    }
+}
+
+fn memchr_newlines(text: &str) -> impl Iterator<Item = usize> + '_ {
+    text.bytes()
+        .enumerate()
+        .filter_map(|(i, b)| (b == b'\n').then_some(i))
+}
+
+/// Why a file's bytes could not be read as Python source.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum DecodeError {
+    #[error(
+        "the file looks binary (NUL byte at offset {offset}); torchlint reads Python source only"
+    )]
+    Binary { offset: usize },
+    #[error(
+        "not valid UTF-8 (invalid byte at line {line}) and no PEP 263 coding declaration; save it as UTF-8 or declare its encoding in a `# -*- coding: ... -*-` comment"
+    )]
+    NotUtf8 { line: usize },
+    #[error("declares the unknown encoding `{label}`")]
+    UnknownEncoding { label: String },
+    #[error("is not valid `{label}` as its coding declaration says")]
+    Malformed { label: String },
+}
+
+/// Decodes Python source bytes: UTF-8 (with or without BOM), or the encoding named by a
+/// PEP 263 coding declaration in the first two lines.
+pub fn decode(bytes: &[u8]) -> Result<String, DecodeError> {
+    let sniff = &bytes[..bytes.len().min(8192)];
+    if let Some(offset) = sniff.iter().position(|&b| b == 0) {
+        return Err(DecodeError::Binary { offset });
+    }
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let declared = coding_declaration(bytes);
+    match std::str::from_utf8(bytes) {
+        Ok(text) if declared.is_none() => Ok(text.to_owned()),
+        Ok(text) => {
+            let label = declared.unwrap_or_default();
+            if is_utf8_label(&label) {
+                Ok(text.to_owned())
+            } else {
+                decode_with(bytes, label)
+            }
+        }
+        Err(error) => match declared {
+            Some(label) if !is_utf8_label(&label) => decode_with(bytes, label),
+            _ => {
+                let valid = &bytes[..error.valid_up_to()];
+                let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
+                Err(DecodeError::NotUtf8 { line })
+            }
+        },
+    }
+}
+
+fn is_utf8_label(label: &str) -> bool {
+    matches!(
+        label.to_ascii_lowercase().replace('_', "-").as_str(),
+        "utf-8" | "utf8" | "utf-8-sig"
+    )
+}
+
+fn decode_with(bytes: &[u8], label: String) -> Result<String, DecodeError> {
+    let Some(encoding) = encoding_rs::Encoding::for_label(label.replace('_', "-").as_bytes())
+    else {
+        // Python spells latin-1 as "latin-1"; WHATWG only knows "latin1", "l1", ...
+        let normalized = label.to_ascii_lowercase().replace(['-', '_'], "");
+        return match encoding_rs::Encoding::for_label(normalized.as_bytes()) {
+            Some(encoding) => decode_strict(encoding, bytes, label),
+            None => Err(DecodeError::UnknownEncoding { label }),
+        };
+    };
+    decode_strict(encoding, bytes, label)
+}
+
+fn decode_strict(
+    encoding: &'static encoding_rs::Encoding,
+    bytes: &[u8],
+    label: String,
+) -> Result<String, DecodeError> {
+    encoding
+        .decode_without_bom_handling_and_without_replacement(bytes)
+        .map(|text| text.into_owned())
+        .ok_or(DecodeError::Malformed { label })
+}
+
+/// The encoding named in a PEP 263 declaration on line 1 or 2, if any.
+fn coding_declaration(bytes: &[u8]) -> Option<String> {
+    let mut lines = bytes.split(|&b| b == b'\n').take(2);
+    let first = lines.next()?;
+    let candidates = std::iter::once(first).chain(lines);
+    for (i, line) in candidates.enumerate() {
+        let line = String::from_utf8_lossy(line);
+        let trimmed = line.trim_start();
+        if !trimmed.starts_with('#') {
+            // PEP 263: the second line counts only when the first is a comment (or blank).
+            if i == 0 && !trimmed.is_empty() {
+                return None;
+            }
+            continue;
+        }
+        if let Some(position) = trimmed.find("coding") {
+            let rest = &trimmed[position + "coding".len()..];
+            if let Some(rest) = rest.strip_prefix([':', '=']) {
+                let label: String = rest
+                    .trim_start()
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+                    .collect();
+                if !label.is_empty() {
+                    return Some(label);
+                }
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locations_count_characters_not_bytes() {
+        let file = SourceFile::new("x.py", "a = 'é'; b\nc\n".into());
+        assert_eq!(file.location(0), Location { row: 1, column: 1 });
+        let b = file.text().find('b').unwrap();
+        assert_eq!(file.location(b), Location { row: 1, column: 10 });
+        assert_eq!(file.offset(Location { row: 1, column: 10 }), b);
+        let c = file.text().find('c').unwrap();
+        assert_eq!(file.location(c), Location { row: 2, column: 1 });
+        assert_eq!(file.location(file.text().len()).row, 3);
+    }
+
+    #[test]
+    fn decodes_declared_latin1_and_rejects_undeclared_bytes() {
+        let latin1 = b"# -*- coding: latin-1 -*-\nname = '\xe9'\n";
+        assert!(decode(latin1).unwrap().contains("'é'"));
+        let undeclared = b"x = 1\nname = '\xe9'\n";
+        assert_eq!(decode(undeclared), Err(DecodeError::NotUtf8 { line: 2 }));
+        assert!(matches!(
+            decode(b"x = 1\0\0"),
+            Err(DecodeError::Binary { offset: 5 })
+        ));
+        assert_eq!(decode(b"\xEF\xBB\xBFx = 1\n").unwrap(), "x = 1\n");
+        assert!(matches!(
+            decode(b"# coding: klingon\nx = '\xff'\n"),
+            Err(DecodeError::UnknownEncoding { .. })
+        ));
+    }
+}

@@ -1,0 +1,100 @@
+//! Every Python example in `rules/` is a test: a `flagged` example must produce exactly the
+//! findings its `# expect: CODE` markers declare (for its own rule), a `not-flagged` one none.
+
+use std::path::Path;
+
+use torchlint::linter;
+use torchlint::rules::RuleRegistry;
+use torchlint::rules::meta::ExampleKind;
+use torchlint::settings::{CliOverrides, Settings};
+use torchlint::source::SourceFile;
+
+#[test]
+fn every_rule_example_produces_exactly_its_declared_findings() {
+    let registry = RuleRegistry::load_builtin().expect("built-in rule files are valid");
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for rule in registry.iter() {
+        let settings = Settings::defaults(
+            Path::new("."),
+            &CliOverrides {
+                select: Some(vec![rule.code.clone()]),
+                ..CliOverrides::default()
+            },
+        )
+        .expect("selecting a known rule works");
+        for example in &rule.examples {
+            checked += 1;
+            let source = SourceFile::new("example.py", example.code.clone());
+            let (_, outcome) = linter::lint_source(&source, &settings);
+            let mut found: Vec<usize> = outcome
+                .diagnostics
+                .iter()
+                .map(|d| source.location(d.range.start).row)
+                .collect();
+            found.sort_unstable();
+            let expected = match example.kind {
+                ExampleKind::Flagged => example.expected_lines.clone(),
+                ExampleKind::NotFlagged => Vec::new(),
+            };
+            if found != expected || !outcome.internal_errors.is_empty() {
+                let messages: Vec<String> = outcome
+                    .diagnostics
+                    .iter()
+                    .map(|d| {
+                        format!(
+                            "    line {}: {}",
+                            source.location(d.range.start).row,
+                            d.message
+                        )
+                    })
+                    .collect();
+                failures.push(format!(
+                    "{}:{} ({} {}): expected findings on lines {expected:?}, got {found:?}\n{}",
+                    rule.origin.display(),
+                    example.file_line,
+                    rule.code,
+                    rule.name,
+                    messages.join("\n")
+                ));
+            }
+        }
+    }
+    assert!(checked > 0, "no examples found");
+    assert!(
+        failures.is_empty(),
+        "{} failing examples:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn every_builtin_rule_documents_every_section_and_has_examples_both_ways() {
+    let registry = RuleRegistry::load_builtin().expect("built-in rule files are valid");
+    for rule in registry.iter() {
+        let titles: Vec<&str> = rule.sections.iter().map(|s| s.title.as_str()).collect();
+        assert_eq!(
+            titles,
+            torchlint::rules::meta::DOC_SECTIONS,
+            "{}",
+            rule.code
+        );
+        for kind in [ExampleKind::Flagged, ExampleKind::NotFlagged] {
+            assert!(
+                rule.examples.iter().any(|e| e.kind == kind),
+                "{} has no {kind:?} example",
+                rule.code
+            );
+        }
+        for option in &rule.options {
+            let options = rule.sections.iter().find(|s| s.title == "Options").unwrap();
+            assert!(
+                options.body.contains(&format!("`{}`", option.name)),
+                "{}: the Options section does not document `{}`",
+                rule.code,
+                option.name
+            );
+        }
+    }
+}
