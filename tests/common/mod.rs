@@ -1,0 +1,105 @@
+//! Helpers for the integration tests: a throwaway project folder and the real binary.
+
+#![allow(dead_code)]
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// A temporary project folder the binary runs in.
+pub struct Project {
+    dir: tempfile::TempDir,
+}
+
+impl Project {
+    pub fn new() -> Self {
+        Project {
+            dir: tempfile::tempdir().expect("a temporary folder"),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Writes a file (creating folders); returns its path.
+    pub fn write(&self, relative: &str, contents: impl AsRef<[u8]>) -> PathBuf {
+        let path = self.dir.path().join(relative);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent).expect("create folders");
+        }
+        fs::write(&path, contents).expect("write file");
+        path
+    }
+
+    /// A `torchlint` command running in the project folder, with color and env overrides off.
+    pub fn command(&self) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_torchlint"));
+        command
+            .current_dir(self.dir.path())
+            .env_remove("TORCHLINT_INJECT_PANIC")
+            .env("NO_COLOR", "1");
+        command
+    }
+
+    pub fn run(&self, args: &[&str]) -> Run {
+        Run::from(self.command().args(args).output().expect("run torchlint"))
+    }
+
+    pub fn run_with_stdin(&self, args: &[&str], stdin: &str) -> Run {
+        let mut child = self
+            .command()
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn torchlint");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        Run::from(child.wait_with_output().expect("wait for torchlint"))
+    }
+}
+
+/// What one run of the binary printed, and its exit code.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl From<Output> for Run {
+    fn from(output: Output) -> Self {
+        Run {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+}
+
+impl Run {
+    /// The `path:line:col: CODE` prefixes of concise output, one per finding.
+    pub fn findings(&self) -> Vec<String> {
+        self.stdout
+            .lines()
+            .filter(|line| line.contains(": TL") || line.split(": ").nth(1).is_some_and(|rest| rest.split(' ').next().is_some_and(is_code)))
+            .filter_map(|line| {
+                let (location, rest) = line.split_once(": ")?;
+                let code = rest.split(' ').next()?;
+                is_code(code).then(|| format!("{location}: {code}"))
+            })
+            .collect()
+    }
+}
+
+fn is_code(text: &str) -> bool {
+    let letters = text.chars().take_while(|c| c.is_ascii_uppercase()).count();
+    letters > 0 && letters < text.len() && text[letters..].chars().all(|c| c.is_ascii_digit())
+}
