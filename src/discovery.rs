@@ -10,19 +10,44 @@ use std::sync::{Arc, Mutex};
 use ignore::WalkBuilder;
 
 use crate::linter::SourceKind;
-use crate::settings::Settings;
 use crate::settings::resolver::Resolver;
+use crate::settings::{ConfigError, Settings};
 
 /// A path that could not be linted, and why; reported on stderr with exit code 2.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileError {
     pub path: PathBuf,
+    /// The line the problem is on, for errors inside config files.
+    pub line: Option<usize>,
     pub message: String,
+}
+
+impl FileError {
+    pub fn new(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
+        FileError {
+            path: path.into(),
+            line: None,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<ConfigError> for FileError {
+    fn from(error: ConfigError) -> Self {
+        FileError {
+            path: error.path,
+            line: error.line,
+            message: error.message,
+        }
+    }
 }
 
 impl fmt::Display for FileError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.path.display(), self.message)
+        match self.line {
+            Some(line) => write!(f, "{}:{line}: {}", self.path.display(), self.message),
+            None => write!(f, "{}: {}", self.path.display(), self.message),
+        }
     }
 }
 
@@ -42,22 +67,14 @@ pub struct Discovered {
 pub fn discover(paths: &[PathBuf], resolver: &Arc<Resolver>) -> Discovered {
     let mut targets: BTreeMap<PathBuf, (SourceKind, Arc<Settings>)> = BTreeMap::new();
     let errors = Mutex::new(Vec::new());
-    let report = |path: &Path, message: String| {
-        errors
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(FileError {
-                path: path.to_owned(),
-                message,
-            })
-    };
+    let report = |error: FileError| errors.lock().unwrap_or_else(|p| p.into_inner()).push(error);
 
     for root in paths {
         let root = tidy(root);
         let metadata = match std::fs::metadata(&root) {
             Ok(metadata) => metadata,
             Err(error) => {
-                report(&root, describe_io_error(&root, &error));
+                report(FileError::new(&root, describe_io_error(&root, &error)));
                 continue;
             }
         };
@@ -68,7 +85,7 @@ pub fn discover(paths: &[PathBuf], resolver: &Arc<Resolver>) -> Discovered {
                     let kind = SourceKind::from_path(&root).unwrap_or(SourceKind::Python);
                     targets.insert(root, (kind, settings));
                 }
-                Err(error) => report(&error.path.clone(), error.message.clone()),
+                Err(error) => report(error.into()),
             }
             continue;
         }
@@ -93,7 +110,7 @@ pub fn discover(paths: &[PathBuf], resolver: &Arc<Resolver>) -> Discovered {
                 Ok(entry) => entry,
                 Err(error) => {
                     let (path, message) = describe_walk_error(&root, &error);
-                    report(&path, message);
+                    report(FileError::new(path, message));
                     continue;
                 }
             };
@@ -109,7 +126,7 @@ pub fn discover(paths: &[PathBuf], resolver: &Arc<Resolver>) -> Discovered {
                     Ok(target) if target.is_file() => {}
                     Ok(_) => continue,
                     Err(error) => {
-                        report(path, describe_io_error(path, &error));
+                        report(FileError::new(path, describe_io_error(path, &error)));
                         continue;
                     }
                 }
@@ -120,13 +137,13 @@ pub fn discover(paths: &[PathBuf], resolver: &Arc<Resolver>) -> Discovered {
                 Ok(settings) => {
                     targets.insert(tidy(path), (kind, settings));
                 }
-                Err(error) => report(&error.path.clone(), error.message.clone()),
+                Err(error) => report(error.into()),
             }
         }
     }
 
     let mut errors = errors.into_inner().unwrap_or_else(|p| p.into_inner());
-    errors.sort_by(|a, b| a.path.cmp(&b.path).then(a.message.cmp(&b.message)));
+    errors.sort_by(|a, b| (&a.path, a.line, &a.message).cmp(&(&b.path, b.line, &b.message)));
     errors.dedup();
     Discovered {
         targets: targets

@@ -74,18 +74,15 @@ pub fn run(args: CheckArgs) -> u8 {
                 let mut bytes = Vec::new();
                 let outcome = match io::stdin().lock().read_to_end(&mut bytes) {
                     Ok(_) => lint_bytes(&name, &bytes, &settings, args.parse_only),
-                    Err(error) => Outcome::Failed(FileError {
-                        path: name.clone(),
-                        message: format!("cannot read stdin: {error}"),
-                    }),
+                    Err(error) => Outcome::Failed(FileError::new(
+                        &name,
+                        format!("cannot read stdin: {error}"),
+                    )),
                 };
                 outcomes.push(outcome);
                 settings_used.push(settings);
             }
-            Err(error) => errors.push(FileError {
-                path: error.path.clone(),
-                message: error.message.clone(),
-            }),
+            Err(error) => errors.push(error.into()),
         }
     } else {
         let paths = if args.paths.is_empty() {
@@ -183,10 +180,10 @@ pub fn run(args: CheckArgs) -> u8 {
 fn lint_target(target: &LintTarget, parse_only: bool) -> Outcome {
     match std::fs::read(&target.path) {
         Ok(bytes) => lint_bytes(&target.path, &bytes, &target.settings, parse_only),
-        Err(error) => Outcome::Failed(FileError {
-            path: target.path.clone(),
-            message: describe_io_error(&target.path, &error),
-        }),
+        Err(error) => Outcome::Failed(FileError::new(
+            &target.path,
+            describe_io_error(&target.path, &error),
+        )),
     }
 }
 
@@ -194,10 +191,7 @@ fn lint_bytes(name: &Path, bytes: &[u8], settings: &Settings, parse_only: bool) 
     let text = match source::decode(bytes) {
         Ok(text) => text,
         Err(error) => {
-            return Outcome::Failed(FileError {
-                path: name.to_owned(),
-                message: error.to_string(),
-            });
+            return Outcome::Failed(FileError::new(name, error.to_string()));
         }
     };
     if parse_only {
@@ -314,11 +308,11 @@ fn emit(bytes: &[u8], file: Option<&Path>) -> io::Result<()> {
 
 fn report_errors(errors: &[FileError], internal: &[(PathBuf, InternalError)], status: u8) -> u8 {
     for error in errors {
-        print_error(&format!(
-            "{}: {}",
-            display_path(&error.path).display(),
-            error.message
-        ));
+        let shown = FileError {
+            path: display_path(&error.path),
+            ..error.clone()
+        };
+        print_error(&shown.to_string());
     }
     for (path, error) in internal {
         print_error(&format!(

@@ -1,0 +1,546 @@
+//! The command line as a user drives it: exit codes, stdin, config discovery, per-file
+//! ignores, suppressions, discovery rules, statistics, rule docs, user rule packs.
+
+mod common;
+
+use common::Project;
+
+const LOAD: &str = "import torch\nstate = torch.load('x.pt')\n";
+const CLEAN: &str = "import torch\nstate = torch.load('x.pt', map_location='cpu')\n";
+
+fn concise(project: &Project, args: &[&str]) -> common::Run {
+    let mut all = vec!["check", "--output-format", "concise"];
+    all.extend_from_slice(args);
+    project.run(&all)
+}
+
+#[test]
+fn exit_codes_follow_ruff() {
+    let project = Project::new();
+    project.write("clean.py", CLEAN);
+    let run = concise(&project, &[]);
+    assert_eq!((run.code, run.stdout.as_str()), (0, "All checks passed!\n"));
+
+    project.write("train.py", LOAD);
+    let run = concise(&project, &[]);
+    assert_eq!(run.code, 1);
+    assert_eq!(run.findings(), ["train.py:2:9: TL108"]);
+    assert!(
+        run.stdout.ends_with("Found 1 finding in 1 file.\n"),
+        "{}",
+        run.stdout
+    );
+
+    assert_eq!(concise(&project, &["--exit-zero"]).code, 0);
+
+    let run = concise(&project, &["--select", "TL999"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("`TL999` selects no rule"),
+        "{}",
+        run.stderr
+    );
+
+    let run = project.run(&["check", "--output-format", "yaml"]);
+    assert_eq!(run.code, 2);
+}
+
+#[test]
+fn check_is_the_default_command_and_dot_the_default_path() {
+    let project = Project::new();
+    project.write("pkg/train.py", LOAD);
+    let run = project.run(&["--output-format", "concise"]);
+    assert_eq!(run.findings(), ["pkg/train.py:2:9: TL108"]);
+    let run = project.run(&["--output-format", "concise", "pkg"]);
+    assert_eq!(run.findings(), ["pkg/train.py:2:9: TL108"]);
+}
+
+#[test]
+fn version() {
+    let run = Project::new().run(&["--version"]);
+    assert_eq!(run.code, 0);
+    assert_eq!(
+        run.stdout.trim(),
+        format!("torchlint {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn stdin_uses_the_stdin_filename_for_output_and_config() {
+    let project = Project::new();
+    project.write(
+        "pyproject.toml",
+        "[tool.torchlint]\nper-file-ignores = { \"scripts/*\" = [\"TL108\"] }\n",
+    );
+    let run = project.run_with_stdin(
+        &[
+            "check",
+            "--output-format",
+            "concise",
+            "-",
+            "--stdin-filename",
+            "src/train.py",
+        ],
+        LOAD,
+    );
+    assert_eq!(run.code, 1);
+    assert_eq!(run.findings(), ["src/train.py:2:9: TL108"]);
+
+    let run = project.run_with_stdin(
+        &[
+            "check",
+            "--output-format",
+            "concise",
+            "-",
+            "--stdin-filename",
+            "scripts/train.py",
+        ],
+        LOAD,
+    );
+    assert_eq!(run.code, 0, "{}", run.stdout);
+
+    let run = project.run_with_stdin(&["check", "--output-format", "concise", "-"], LOAD);
+    assert_eq!(run.findings(), ["-:2:9: TL108"]);
+}
+
+#[test]
+fn select_ignore_and_extend_select() {
+    let project = Project::new();
+    project.write(
+        "train.py",
+        "import torch\ntorch.autograd.set_detect_anomaly(True)\nstate = torch.load('x.pt')\n",
+    );
+    let both = ["train.py:2:1: TL202", "train.py:3:9: TL108"];
+    assert_eq!(concise(&project, &[]).findings(), both);
+    assert_eq!(
+        concise(&project, &["--select", "TL108"]).findings(),
+        ["train.py:3:9: TL108"]
+    );
+    assert_eq!(
+        concise(&project, &["--select", "TL2"]).findings(),
+        ["train.py:2:1: TL202"]
+    );
+    assert_eq!(
+        concise(&project, &["--ignore", "TL1"]).findings(),
+        ["train.py:2:1: TL202"]
+    );
+    // The more specific selector wins over the broader ignore.
+    assert_eq!(
+        concise(&project, &["--ignore", "TL", "--extend-select", "TL108"]).findings(),
+        ["train.py:3:9: TL108"]
+    );
+    assert_eq!(
+        concise(&project, &["--select", "load-without-map-location"]).findings(),
+        ["train.py:3:9: TL108"]
+    );
+    assert_eq!(concise(&project, &["--select", "ALL"]).findings(), both);
+}
+
+#[test]
+fn the_closest_config_file_wins() {
+    let project = Project::new();
+    project.write("pyproject.toml", "[tool.torchlint]\nignore = [\"TL108\"]\n");
+    project.write("top.py", LOAD);
+    project.write("sub/torchlint.toml", "select = [\"TL108\"]\n");
+    project.write("sub/deeper/train.py", LOAD);
+    // A pyproject.toml without a torchlint table configures nothing here.
+    project.write("other/pyproject.toml", "[tool.black]\nline-length = 100\n");
+    project.write("other/train.py", LOAD);
+    let run = concise(&project, &[]);
+    assert_eq!(run.findings(), ["sub/deeper/train.py:2:9: TL108"]);
+
+    // `.torchlint.toml` beats `torchlint.toml` beats `pyproject.toml` in one folder.
+    project.write("sub/.torchlint.toml", "ignore = [\"TL108\"]\n");
+    assert_eq!(concise(&project, &[]).code, 0);
+}
+
+#[test]
+fn config_flag_overrides_discovery() {
+    let project = Project::new();
+    project.write("pyproject.toml", "[tool.torchlint]\nignore = [\"TL108\"]\n");
+    project.write("ci.toml", "select = [\"TL108\"]\n");
+    project.write("train.py", LOAD);
+    assert_eq!(concise(&project, &[]).code, 0);
+    let run = concise(&project, &["--config", "ci.toml"]);
+    assert_eq!(run.findings(), ["train.py:2:9: TL108"]);
+}
+
+#[test]
+fn per_file_ignores() {
+    let project = Project::new();
+    project.write(
+        "torchlint.toml",
+        "[per-file-ignores]\n\"tests/*\" = [\"TL108\"]\n\"conftest.py\" = [\"TL1\"]\n",
+    );
+    project.write("tests/unit/test_load.py", LOAD);
+    project.write("pkg/conftest.py", LOAD);
+    project.write("pkg/train.py", LOAD);
+    let run = concise(&project, &[]);
+    assert_eq!(run.findings(), ["pkg/train.py:2:9: TL108"]);
+}
+
+#[test]
+fn suppression_comments() {
+    let project = Project::new();
+    project.write(
+        "train.py",
+        "import torch\n\
+         a = torch.load('a.pt')  # noqa: TL108\n\
+         b = torch.load('b.pt')  # noqa\n\
+         c = torch.load('c.pt')  # torchlint: ignore[TL108]\n\
+         d = torch.load('d.pt')  # torchlint: ignore\n\
+         e = torch.load('e.pt')  # noqa: TL201\n\
+         f = torch.load('f.pt')  # torchlint: ignore[TL201, TL202]\n\
+         g = torch.load('# noqa')\n",
+    );
+    let run = concise(&project, &[]);
+    assert_eq!(
+        run.findings(),
+        [
+            "train.py:6:5: TL108",
+            "train.py:7:5: TL108",
+            "train.py:8:5: TL108"
+        ]
+    );
+
+    project.write(
+        "train.py",
+        "# torchlint: ignore-file[TL108]\nimport torch\ntorch.autograd.set_detect_anomaly(True)\na = torch.load('a.pt')\n",
+    );
+    assert_eq!(concise(&project, &[]).findings(), ["train.py:3:1: TL202"]);
+    project.write("train.py", format!("# torchlint: ignore-file\n{LOAD}"));
+    assert_eq!(concise(&project, &[]).code, 0);
+}
+
+#[test]
+fn gitignore_and_default_excludes_are_honoured_but_named_files_always_linted() {
+    let project = Project::new();
+    project.write(".gitignore", "generated/\n");
+    project.write("generated/train.py", LOAD);
+    project.write(".venv/lib/site.py", LOAD);
+    project.write("build/lib/train.py", LOAD);
+    project.write("node_modules/x/train.py", LOAD);
+    project.write(".hidden/train.py", LOAD);
+    project.write("notes.txt", LOAD);
+    project.write(
+        "stubs/train.pyi",
+        "import torch\ndef f() -> None: ...\nx = torch.load('a')\n",
+    );
+    let run = concise(&project, &[]);
+    assert_eq!(
+        run.findings(),
+        [".hidden/train.py:2:9: TL108", "stubs/train.pyi:3:5: TL108"]
+    );
+    let run = concise(&project, &["generated/train.py", "build/lib/train.py"]);
+    assert_eq!(
+        run.findings(),
+        [
+            "build/lib/train.py:2:9: TL108",
+            "generated/train.py:2:9: TL108"
+        ]
+    );
+}
+
+#[test]
+fn exclude_and_extend_exclude() {
+    let project = Project::new();
+    project.write(
+        "pyproject.toml",
+        "[tool.torchlint]\nextend-exclude = [\"legacy\", \"*_old.py\"]\n",
+    );
+    project.write("legacy/train.py", LOAD);
+    project.write("train_old.py", LOAD);
+    project.write("build/train.py", LOAD);
+    project.write("train.py", LOAD);
+    assert_eq!(concise(&project, &[]).findings(), ["train.py:2:9: TL108"]);
+
+    // `exclude` replaces the defaults.
+    project.write(
+        "pyproject.toml",
+        "[tool.torchlint]\nexclude = [\"legacy\"]\n",
+    );
+    assert_eq!(
+        concise(&project, &[]).findings(),
+        [
+            "build/train.py:2:9: TL108",
+            "train.py:2:9: TL108",
+            "train_old.py:2:9: TL108"
+        ]
+    );
+}
+
+#[test]
+fn statistics_and_quiet() {
+    let project = Project::new();
+    project.write(
+        "train.py",
+        "import torch\ntorch.autograd.set_detect_anomaly(True)\na = torch.load('a')\nb = torch.load('b')\n",
+    );
+    let run = project.run(&["check", "--statistics"]);
+    assert_eq!(run.code, 1);
+    assert_eq!(
+        run.stdout,
+        "2\tTL108\tload-without-map-location\n1\tTL202\tdetect-anomaly-enabled\n"
+    );
+    let run = project.run(&["check", "--statistics", "--output-format", "json"]);
+    let json: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(json[0]["code"], "TL108");
+    assert_eq!(json[0]["count"], 2);
+
+    let run = project.run(&["check", "-q", "--output-format", "concise"]);
+    assert_eq!(run.stdout.lines().count(), 3);
+    assert!(!run.stdout.contains("Found"));
+}
+
+#[test]
+fn output_file_is_written_whole() {
+    let project = Project::new();
+    project.write("train.py", LOAD);
+    project.write("report.json", "stale");
+    let run = project.run(&["check", "--output-format", "json", "-o", "report.json"]);
+    assert_eq!(run.code, 1);
+    assert_eq!(run.stdout, "");
+    let report = std::fs::read_to_string(project.path().join("report.json")).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&report).unwrap();
+    assert_eq!(json[0]["code"], "TL108");
+}
+
+#[test]
+fn color_is_off_when_piped_and_on_when_forced() {
+    let project = Project::new();
+    project.write("train.py", LOAD);
+    let mut command = project.command();
+    command.env_remove("NO_COLOR").args(["check"]);
+    let run = common::Run::from(command.output().unwrap());
+    assert!(!run.stdout.contains('\x1b'));
+    let run = project.run(&["check", "--color", "always"]);
+    assert!(run.stdout.contains("\x1b["), "{}", run.stdout);
+}
+
+#[test]
+fn rule_docs() {
+    let project = Project::new();
+    let run = project.run(&["rule", "TL108"]);
+    assert_eq!(run.code, 0);
+    assert!(
+        run.stdout
+            .starts_with("# load-without-map-location (TL108)\n")
+    );
+    for section in [
+        "## What it does",
+        "## Why it costs memory",
+        "## Example",
+        "## Use instead",
+        "## How the probe confirms it",
+        "## Options",
+    ] {
+        assert!(run.stdout.contains(section), "missing {section}");
+    }
+    assert!(
+        !run.stdout.contains("expect:"),
+        "test markers leak into docs"
+    );
+    assert!(!run.stdout.contains("## Test cases"));
+    assert_eq!(
+        project
+            .run(&["rule", "empty-cache-in-loop"])
+            .stdout
+            .lines()
+            .next(),
+        Some("# empty-cache-in-loop (TL201)")
+    );
+
+    let all = project.run(&["rule", "--all"]);
+    assert!(all.stdout.contains("(TL001)") && all.stdout.contains("(TL202)"));
+
+    let json = project.run(&["rule", "TL201", "--output-format", "json"]);
+    let json: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(json["name"], "empty-cache-in-loop");
+    assert_eq!(json["options"][0]["name"], "extra-functions");
+
+    let unknown = project.run(&["rule", "TL999"]);
+    assert_eq!(unknown.code, 2);
+    assert!(unknown.stderr.contains("unknown rule `TL999`"));
+    assert_eq!(project.run(&["rule"]).code, 2);
+}
+
+#[test]
+fn rule_options_come_from_config() {
+    let project = Project::new();
+    let source = "from utils import free_gpu\nfor x in loader:\n    model(x).sum().backward()\n    free_gpu()\n";
+    project.write("train.py", source);
+    assert_eq!(concise(&project, &[]).code, 0);
+    project.write(
+        "pyproject.toml",
+        "[tool.torchlint.empty-cache-in-loop]\nextra-functions = [\"utils.free_gpu\"]\n",
+    );
+    assert_eq!(concise(&project, &[]).findings(), ["train.py:4:5: TL201"]);
+}
+
+#[test]
+fn config_errors_name_the_file_line_and_key() {
+    let project = Project::new();
+    project.write("train.py", LOAD);
+    let cases = [
+        (
+            "[tool.torchlint]\nselect = [\"TL108\"]\nignroe = [\"TL2\"]\n",
+            "pyproject.toml:3: unknown key `ignroe`",
+        ),
+        (
+            "[tool.torchlint]\nselect = \"TL108\"\n",
+            "pyproject.toml:2: `select` takes a list of strings",
+        ),
+        (
+            "[tool.torchlint]\nselect = [\n  \"TL108\",\n  \"TL9\",\n]\n",
+            "pyproject.toml:4: `TL9` selects no rule",
+        ),
+        (
+            "[tool.torchlint.empty-cache-in-loop]\nextra = 1\n",
+            "pyproject.toml:2: `extra` is not an option of TL201",
+        ),
+        (
+            "[tool.torchlint.empty-cache-in-loop]\nextra-functions = \"x\"\n",
+            "pyproject.toml:2: option `extra-functions` of TL201 takes a list-of-strings",
+        ),
+        (
+            "[tool.torchlint.load-without-map-location]\nx = 1\n",
+            "it has no options",
+        ),
+        (
+            "[tool.torchlint]\nselect = [\"TL108\"\n",
+            "pyproject.toml:2: invalid TOML",
+        ),
+        (
+            "[tool.torchlint]\nper-file-ignores = { \"a[\" = [\"TL108\"] }\n",
+            "pyproject.toml:2: invalid glob `a[`",
+        ),
+    ];
+    for (config, expected) in cases {
+        project.write("pyproject.toml", config);
+        let run = concise(&project, &[]);
+        assert_eq!(run.code, 2, "{config}");
+        assert!(
+            run.stderr.contains(expected),
+            "{config}\nexpected: {expected}\nstderr: {}",
+            run.stderr
+        );
+        assert_eq!(run.findings(), Vec::<String>::new());
+    }
+}
+
+const PACK_RULE: &str = r#"+++
+code = "ACME001"
+name = "no-cuda-sync"
+pack = "lint-rules"
+severity = "info"
+enabled-by-default = true
+message = "`{callee}()` in the training loop waits for the GPU every step"
+implementation = "declarative"
+
+[[match]]
+pattern = '''(call function: (_) @callee) @call'''
+require = [
+  { resolves = "callee", to = ["torch.cuda.synchronize"] },
+  { inside = "training-loop" },
+]
++++
+## What it does
+
+Flags `torch.cuda.synchronize()` in a training loop.
+"#;
+
+#[test]
+fn user_rule_packs_add_declarative_rules() {
+    let project = Project::new();
+    project.write("tools/lint-rules/no-cuda-sync.md", PACK_RULE);
+    project.write(
+        "pyproject.toml",
+        "[tool.torchlint]\nextend-rule-packs = [\"tools/lint-rules\"]\n",
+    );
+    project.write(
+        "train.py",
+        "import torch as t\nt.cuda.synchronize()\nfor x in loader:\n    t.cuda.synchronize()\n    model(x).sum().backward()\n",
+    );
+    let run = concise(&project, &[]);
+    assert_eq!(run.findings(), ["train.py:4:5: ACME001"], "{}", run.stderr);
+    let run = concise(&project, &["--ignore", "ACME"]);
+    assert_eq!(run.code, 0);
+    let docs = project.run(&["rule", "ACME001"]);
+    assert!(
+        docs.stdout.contains("Flags `torch.cuda.synchronize()`"),
+        "{}",
+        docs.stderr
+    );
+}
+
+#[test]
+fn invalid_user_rules_are_reported_with_file_and_line() {
+    let project = Project::new();
+    project.write(
+        "pyproject.toml",
+        "[tool.torchlint]\nextend-rule-packs = [\"tools/lint-rules\"]\n",
+    );
+    project.write("train.py", LOAD);
+    let cases = [
+        (
+            PACK_RULE.replace("inside = \"training-loop\"", "inside = \"trainig-loop\""),
+            "no-cuda-sync.md:14: unknown context `trainig-loop`",
+        ),
+        (
+            PACK_RULE.replace("(call function", "(cal function"),
+            "no-cuda-sync.md:11: invalid tree-sitter pattern",
+        ),
+        (
+            PACK_RULE.replace("resolves = \"callee\"", "resolves = \"calle\""),
+            "no-cuda-sync.md:13: the pattern has no capture `@calle`",
+        ),
+        (
+            PACK_RULE.replace("ACME001", "TL901"),
+            "codes starting with `TL` are reserved",
+        ),
+        (
+            PACK_RULE.replace("severity = \"info\"", "severity = \"fatal\""),
+            "no-cuda-sync.md:5: unknown severity `fatal`",
+        ),
+        (
+            PACK_RULE.replace(
+                "implementation = \"declarative\"",
+                "implementation = \"rust\"",
+            ),
+            "rules in user packs are declarative",
+        ),
+        (
+            PACK_RULE.replace(
+                "name = \"no-cuda-sync\"",
+                "name = \"load-without-map-location\"",
+            ),
+            "the file is named `no-cuda-sync.md`",
+        ),
+    ];
+    for (rule, expected) in cases {
+        project.write("tools/lint-rules/no-cuda-sync.md", &rule);
+        let run = concise(&project, &[]);
+        assert_eq!(run.code, 2, "{expected}");
+        assert!(
+            run.stderr
+                .contains("pyproject.toml:2: a rule pack in `extend-rule-packs` is invalid"),
+            "{}",
+            run.stderr
+        );
+        assert!(
+            run.stderr.contains(expected),
+            "expected: {expected}\nstderr: {}",
+            run.stderr
+        );
+    }
+    project.write(
+        "pyproject.toml",
+        "[tool.torchlint]\nextend-rule-packs = [\"missing\"]\n",
+    );
+    let run = concise(&project, &[]);
+    assert!(
+        run.stderr.contains("cannot read the rule pack folder"),
+        "{}",
+        run.stderr
+    );
+}
