@@ -89,7 +89,6 @@ impl Run {
     pub fn findings(&self) -> Vec<String> {
         self.stdout
             .lines()
-            .filter(|line| line.contains(": TL") || line.split(": ").nth(1).is_some_and(|rest| rest.split(' ').next().is_some_and(is_code)))
             .filter_map(|line| {
                 let (location, rest) = line.split_once(": ")?;
                 let code = rest.split(' ').next()?;
