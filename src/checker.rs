@@ -436,6 +436,24 @@ impl<'a> Checker<'a> {
         found
     }
 
+    /// The text of the statement holding `node`; for a compound statement (`for`, `with`,
+    /// `if`, ...) only its header, up to its body.
+    pub fn statement_text(&self, node: Node<'_>) -> &'a str {
+        let mut statement = node;
+        while let Some(parent) = statement.parent() {
+            let kind = parent.kind();
+            if kind == "block" || kind == "module" {
+                break;
+            }
+            statement = parent;
+        }
+        let end = statement
+            .child_by_field_name("body")
+            .or_else(|| statement.child_by_field_name("consequence"))
+            .map_or(statement.end_byte(), |body| body.start_byte());
+        &self.text()[statement.start_byte()..end.max(statement.start_byte())]
+    }
+
     /// The value of a rule option from the file's settings, or its declared default.
     pub fn option(&self, rule: &RuleMeta, name: &str) -> Option<toml::Value> {
         self.settings.rule_option(rule, name)

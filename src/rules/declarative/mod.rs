@@ -98,6 +98,9 @@ fn evaluate(
                         GradMode::Enabled | GradMode::FromCaller
                     )
             ),
+            Predicate::StatementNotMatching(regex) => {
+                !regex.is_match(checker.statement_text(root))
+            }
             Predicate::ContainsTraining { capture: index } => {
                 match capture(*index).and_then(|node| checker.contains_training(node)) {
                     Some(range) => {

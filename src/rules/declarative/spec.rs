@@ -51,6 +51,9 @@ pub enum Predicate {
     ContainsTraining {
         capture: u32,
     },
+    /// The statement holding the match (a compound statement's header only) does not match
+    /// this regex: a way to say what the surrounding code must not be about.
+    StatementNotMatching(regex::Regex),
 }
 
 /// An argument named by keyword, by position, or both (`torch.load(f, "cpu")`).
@@ -148,6 +151,7 @@ struct RawPredicate {
     not_inside: Option<String>,
     grad: Option<String>,
     contains_training: Option<String>,
+    statement_not_matching: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -159,7 +163,7 @@ struct RawFix {
     text: String,
 }
 
-const PREDICATE_KINDS: &str = "`resolves`, `lacks-argument`, `has-argument`, `inside`, `not-inside`, `grad`, `contains-training`";
+const PREDICATE_KINDS: &str = "`resolves`, `lacks-argument`, `has-argument`, `inside`, `not-inside`, `grad`, `contains-training`, `statement-not-matching`";
 
 impl DeclarativeRule {
     /// Validates the raw tables. `toml_text` is the front matter the spans point into.
@@ -318,6 +322,7 @@ fn predicate_from_raw(
         raw.not_inside.is_some(),
         raw.grad.is_some(),
         raw.contains_training.is_some(),
+        raw.statement_not_matching.is_some(),
     ];
     match discriminators.iter().filter(|&&set| set).count() {
         1 => {}
@@ -421,6 +426,11 @@ fn predicate_from_raw(
                 format!("unknown grad mode `{other}` (expected `enabled` or `disabled`)"),
             )),
         };
+    }
+    if let Some(pattern) = raw.statement_not_matching {
+        return regex::Regex::new(&pattern)
+            .map(Predicate::StatementNotMatching)
+            .map_err(|error| SpecError::at(offset, format!("invalid regex `{pattern}`: {error}")));
     }
     let name = raw.contains_training.unwrap_or_default();
     Ok(Predicate::ContainsTraining {
