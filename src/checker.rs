@@ -1,5 +1,6 @@
-//! The rule pass: one walk over the tree that keeps the context (scope, loops, grad mode,
-//! handlers, guards) and hands each node to the rules registered for its kind.
+//! The rule pass: a replay of the semantic model's skeleton (no second walk of the tree) that
+//! keeps the context (scope, loops, grad mode, handlers, guards) and hands each node to the
+//! rules registered for its kind.
 
 use std::collections::HashSet;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -8,7 +9,7 @@ use std::sync::Arc;
 use tree_sitter::{Node, QueryCursor, Tree};
 
 use crate::diagnostic::Diagnostic;
-use crate::parse::{Descend, KINDS, Visit, text, walk};
+use crate::parse::{Descend, FIELDS, KINDS, Visit, text, walk};
 use crate::rules::RuleMeta;
 use crate::rules::declarative::{self, Context};
 use crate::semantic::scope::ScopeId;
@@ -75,18 +76,21 @@ pub struct InternalError {
 pub struct Checker<'a> {
     pub source: &'a SourceFile,
     pub tree: &'a Tree,
-    pub model: &'a SemanticModel,
+    pub model: &'a SemanticModel<'a>,
     pub settings: &'a Settings,
     frames: Vec<Frame<'a>>,
     scopes: Vec<ScopeId>,
+    /// The last node resolved and its qualified name: the rules at one call node all ask
+    /// about the same callee.
+    resolved: std::cell::RefCell<Option<(usize, Option<String>)>>,
 }
 
 /// Runs every enabled rule over one parsed file in a single walk.
-pub fn check(
-    source: &SourceFile,
-    tree: &Tree,
-    model: &SemanticModel,
-    settings: &Settings,
+pub fn check<'a>(
+    source: &'a SourceFile,
+    tree: &'a Tree,
+    model: &'a SemanticModel<'a>,
+    settings: &'a Settings,
 ) -> (Vec<Diagnostic>, Vec<InternalError>) {
     let dispatch = settings.dispatch();
     let mut checker = Checker {
@@ -96,6 +100,7 @@ pub fn check(
         settings,
         frames: Vec::new(),
         scopes: vec![0],
+        resolved: std::cell::RefCell::new(None),
     };
     let mut diagnostics = Vec::new();
     let mut failed: Vec<InternalError> = Vec::new();
@@ -103,39 +108,33 @@ pub fn check(
     let mut cursor = QueryCursor::new();
     cursor.set_max_start_depth(Some(0));
 
-    walk(tree.root_node(), |visit| {
-        let node = match visit {
+    for visit in &model.skeleton {
+        let node = match *visit {
             Visit::Enter(node) => node,
             Visit::Leave(node) => {
                 checker.leave(node);
-                return Descend::Yes;
+                continue;
             }
         };
-        {
-            if !node.is_named() {
-                return Descend::No;
+        checker.enter(node);
+        for (index, entry) in dispatch.for_kind(node.kind_id()) {
+            if disabled.contains(&index) {
+                continue;
             }
-            checker.enter(node);
-            for (index, entry) in dispatch.for_kind(node.kind_id()) {
-                if disabled.contains(&index) {
-                    continue;
-                }
-                IN_RULE.with(|flag| flag.set(true));
-                let outcome = catch_unwind(AssertUnwindSafe(|| {
-                    entry.run(node, &checker, &mut cursor, &mut diagnostics)
-                }));
-                IN_RULE.with(|flag| flag.set(false));
-                if let Err(panic) = outcome {
-                    disabled.insert(index);
-                    failed.push(InternalError {
-                        rule: Arc::clone(entry.rule()),
-                        message: panic_message(&panic),
-                    });
-                }
+            IN_RULE.with(|flag| flag.set(true));
+            let outcome = catch_unwind(AssertUnwindSafe(|| {
+                entry.run(node, &checker, &mut cursor, &mut diagnostics)
+            }));
+            IN_RULE.with(|flag| flag.set(false));
+            if let Err(panic) = outcome {
+                disabled.insert(index);
+                failed.push(InternalError {
+                    rule: Arc::clone(entry.rule()),
+                    message: panic_message(&panic),
+                });
             }
-            Descend::Yes
         }
-    });
+    }
     (diagnostics, failed)
 }
 
@@ -191,7 +190,7 @@ impl<'a> Checker<'a> {
             Some(FrameKind::Except)
         } else if kind == k.if_statement {
             let debug_guard = node
-                .child_by_field_name("condition")
+                .child_by_field_id(FIELDS.condition)
                 .is_some_and(|condition| is_debug_condition(text(condition, self.text())));
             Some(FrameKind::If { debug_guard })
         } else {
@@ -221,18 +220,26 @@ impl<'a> Checker<'a> {
 
     /// The qualified name an expression refers to at the current point of the walk.
     pub fn qualified_name(&self, node: Node<'_>) -> Option<String> {
+        if let Some((id, name)) = &*self.resolved.borrow()
+            && *id == node.id()
+        {
+            return name.clone();
+        }
         let scope = *self
             .scopes
             .last()
             .expect("the module scope is never popped");
-        self.model
-            .scopes
-            .qualified_name(scope, node, self.tree.root_node(), self.text())
+        let name =
+            self.model
+                .scopes
+                .qualified_name(scope, node, self.tree.root_node(), self.text());
+        *self.resolved.borrow_mut() = Some((node.id(), name.clone()));
+        name
     }
 
     /// Whether the callee of `call` resolves to one of `names`.
     pub fn calls_one_of(&self, call: Node<'_>, names: &[&str]) -> bool {
-        call.child_by_field_name("function")
+        call.child_by_field_id(FIELDS.function)
             .and_then(|function| self.qualified_name(function))
             .is_some_and(|name| names.contains(&name.as_str()))
     }
@@ -308,7 +315,7 @@ impl<'a> Checker<'a> {
             if count_batch_iteration && frame.node.kind_id() == KINDS.for_statement {
                 let iterable = frame
                     .node
-                    .child_by_field_name("right")
+                    .child_by_field_id(FIELDS.right)
                     .map_or("", |right| self.node_text(right));
                 if training::iterates_batches(iterable) {
                     return Some(PerBatchEvidence {
@@ -448,8 +455,8 @@ impl<'a> Checker<'a> {
             statement = parent;
         }
         let end = statement
-            .child_by_field_name("body")
-            .or_else(|| statement.child_by_field_name("consequence"))
+            .child_by_field_id(FIELDS.body)
+            .or_else(|| statement.child_by_field_id(FIELDS.consequence))
             .map_or(statement.end_byte(), |body| body.start_byte());
         &self.text()[statement.start_byte()..end.max(statement.start_byte())]
     }
@@ -482,7 +489,7 @@ impl<'a> Checker<'a> {
         let mut cursor = clause.walk();
         let items: Vec<Node<'_>> = clause.named_children(&mut cursor).collect();
         items.into_iter().find_map(|item| {
-            let mut value = item.child_by_field_name("value")?;
+            let mut value = item.child_by_field_id(FIELDS.value)?;
             if value.kind_id() == KINDS.as_pattern {
                 value = value.named_child(0)?;
             }
@@ -495,8 +502,8 @@ impl<'a> Checker<'a> {
     fn grad_effect_of(&self, expression: Node<'_>) -> Option<GradEffect> {
         let (callee, arguments) = if expression.kind_id() == KINDS.call {
             (
-                expression.child_by_field_name("function")?,
-                expression.child_by_field_name("arguments"),
+                expression.child_by_field_id(FIELDS.function)?,
+                expression.child_by_field_id(FIELDS.arguments),
             )
         } else {
             (expression, None)

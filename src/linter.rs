@@ -52,7 +52,7 @@ pub fn lint_source(source: &SourceFile, settings: &Settings) -> (Tree, LintOutco
 
 /// Lints an already parsed source.
 pub fn lint_parsed(source: &SourceFile, tree: &Tree, settings: &Settings) -> LintOutcome {
-    let model = SemanticModel::build(tree, source.text());
+    let model = SemanticModel::build(tree, source.text(), settings.dispatch().kinds());
     let suppressions = Suppressions::from_comments(source, &model.comments);
     if suppressions.ignores_whole_file() {
         return LintOutcome::default();

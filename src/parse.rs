@@ -79,6 +79,10 @@ pub struct Kinds {
     pub decorator: u16,
     pub true_: u16,
     pub false_: u16,
+    pub string: u16,
+    pub parameters: u16,
+    pub lambda_parameters: u16,
+    pub type_: u16,
 }
 
 pub static KINDS: LazyLock<Kinds> = LazyLock::new(|| {
@@ -129,6 +133,61 @@ pub static KINDS: LazyLock<Kinds> = LazyLock::new(|| {
         decorator: id("decorator"),
         true_: id("true"),
         false_: id("false"),
+        string: id("string"),
+        parameters: id("parameters"),
+        lambda_parameters: id("lambda_parameters"),
+        type_: id("type"),
+    }
+});
+
+/// Field ids, looked up once: `child_by_field_name` would search the field names by string
+/// compare on every call.
+pub struct Fields {
+    pub alias: u16,
+    pub arguments: u16,
+    pub attribute: u16,
+    pub body: u16,
+    pub condition: u16,
+    pub consequence: u16,
+    pub function: u16,
+    pub left: u16,
+    pub module_name: u16,
+    pub name: u16,
+    pub object: u16,
+    pub parameters: u16,
+    pub right: u16,
+    pub value: u16,
+}
+
+impl Fields {
+    /// The `name` field as the non-zero id `children_by_field_id` takes.
+    pub fn name_id(&self) -> std::num::NonZeroU16 {
+        std::num::NonZeroU16::new(self.name).expect("field ids are non-zero")
+    }
+}
+
+pub static FIELDS: LazyLock<Fields> = LazyLock::new(|| {
+    let id = |name: &str| {
+        PYTHON
+            .field_id_for_name(name)
+            .unwrap_or_else(|| panic!("tree-sitter-python has no field `{name}`"))
+            .get()
+    };
+    Fields {
+        alias: id("alias"),
+        arguments: id("arguments"),
+        attribute: id("attribute"),
+        body: id("body"),
+        condition: id("condition"),
+        consequence: id("consequence"),
+        function: id("function"),
+        left: id("left"),
+        module_name: id("module_name"),
+        name: id("name"),
+        object: id("object"),
+        parameters: id("parameters"),
+        right: id("right"),
+        value: id("value"),
     }
 });
 

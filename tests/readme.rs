@@ -39,7 +39,10 @@ fn ci_runs_the_readme_commands() {
     let readme = read("README.md");
     let ci = read(".ci/run");
     for command in ["cargo test", "cargo run --release -- examples/train.py"] {
-        assert!(readme.contains(&format!("{command}  ")) || readme.contains(&format!("{command}\n")), "README lost `{command}`");
+        assert!(
+            readme.contains(&format!("{command}  ")) || readme.contains(&format!("{command}\n")),
+            "README lost `{command}`"
+        );
         assert!(ci.contains(command), ".ci/run does not run `{command}`");
     }
 }

@@ -251,6 +251,8 @@ impl Entry {
 /// The enabled rules of one configuration, grouped by the node kind they start at.
 pub struct Dispatch {
     by_kind: Vec<Vec<(usize, Entry)>>,
+    /// `kinds[kind_id]`: whether any rule starts at that kind.
+    kinds: Vec<bool>,
 }
 
 impl Dispatch {
@@ -295,7 +297,13 @@ impl Dispatch {
                 Implementation::Engine => {}
             }
         }
-        Dispatch { by_kind }
+        let kinds = by_kind.iter().map(|entries| !entries.is_empty()).collect();
+        Dispatch { by_kind, kinds }
+    }
+
+    /// Which node kinds rules start at, by kind id.
+    pub fn kinds(&self) -> &[bool] {
+        &self.kinds
     }
 
     pub fn for_kind(&self, kind: u16) -> impl Iterator<Item = (usize, &Entry)> {
@@ -304,10 +312,6 @@ impl Dispatch {
             .into_iter()
             .flatten()
             .map(|(index, entry)| (*index, entry))
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.by_kind.iter().all(Vec::is_empty)
     }
 }
 

@@ -1,20 +1,27 @@
-//! The semantic model of one module, built in one walk before any rule runs: scopes and
-//! bindings (for import resolution), which loops and functions train a model, comments (for
-//! suppressions) and syntax errors.
+//! The semantic model of one module, built in the only full walk of the tree, before any rule
+//! runs: scopes and bindings (for import resolution), which loops and functions train a model,
+//! comments (for suppressions), syntax errors — and the skeleton the rule pass replays: the
+//! nodes that open a context (scopes, loops, `with`, `except`, `if`) and the nodes rules start
+//! at, in document order. Rules therefore see the complete module (imports written below a
+//! function, whether a loop trains) without a second walk.
 
 pub mod scope;
 pub mod training;
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use tree_sitter::{Node, Tree};
 
-use crate::parse::{Descend, KINDS, Visit, text, walk};
+use std::sync::LazyLock;
+
+use crate::parse::{FIELDS, KINDS, Visit, text};
 use crate::source::TextRange;
 use scope::{Binding, BindingKind, ScopeId, ScopeKind, Scopes};
 
 #[derive(Debug)]
-pub struct SemanticModel {
+pub struct SemanticModel<'tree> {
+    /// Context-opening nodes and rule entry nodes, entered and left in document order.
+    pub skeleton: Vec<Visit<'tree>>,
     pub scopes: Scopes,
     /// The scope each scope-creating node (function, class, lambda, comprehension) opens.
     scope_of_node: HashMap<usize, ScopeId>,
@@ -61,9 +68,11 @@ pub struct SyntaxError {
     pub missing: Option<String>,
 }
 
-impl SemanticModel {
-    pub fn build(tree: &Tree, source: &str) -> Self {
-        Builder::new(source, tree.root_node().has_error()).run(tree)
+impl<'tree> SemanticModel<'tree> {
+    /// Builds the model; `rule_kinds[kind_id]` says which node kinds rules start at, so that
+    /// they go into the skeleton.
+    pub fn build(tree: &'tree Tree, source: &str, rule_kinds: &[bool]) -> Self {
+        Builder::new(source, tree.root_node().has_error(), rule_kinds).run(tree)
     }
 
     pub fn scope_of(&self, node: Node<'_>) -> Option<ScopeId> {
@@ -107,9 +116,12 @@ impl Open {
     }
 }
 
-struct Builder<'s> {
+struct Builder<'s, 'tree> {
     source: &'s str,
     has_errors: bool,
+    /// What to do at each node kind, by kind id.
+    kinds: Vec<KindInfo>,
+    skeleton: Vec<Visit<'tree>>,
     scopes: Scopes,
     scope_stack: Vec<ScopeId>,
     scope_of_node: HashMap<usize, ScopeId>,
@@ -122,36 +134,156 @@ struct Builder<'s> {
     error_depth: usize,
 }
 
-impl<'s> Builder<'s> {
-    fn new(source: &'s str, has_errors: bool) -> Self {
+/// What the builder does at a node kind, looked up once per node in a table indexed by kind id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Action {
+    Nothing,
+    Comment,
+    Call,
+    Import,
+    ImportFrom,
+    Assignment,
+    AugmentedAssignment,
+    Loop,
+    ForIn,
+    Function,
+    Class,
+    Lambda,
+    Comprehension,
+    AsPattern,
+    Except,
+    NamedExpression,
+    Global,
+    String,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct KindInfo {
+    action: Action,
+    /// Whether anything below such a node matters. Imports, parameter lists, annotations and
+    /// plain strings are read where needed (or not at all), not walked.
+    descend: bool,
+    /// Whether the rule pass replays this node (it opens a context or a rule starts at it).
+    skeleton: bool,
+}
+
+/// The per-kind table without the rule kinds (those are added per configuration).
+static KIND_TABLE: LazyLock<Vec<KindInfo>> = LazyLock::new(|| {
+    let language = crate::parse::python();
+    let count = language.node_kind_count();
+    let mut table: Vec<KindInfo> = (0..count)
+        .map(|id| KindInfo {
+            action: Action::Nothing,
+            // Anonymous tokens have no children worth visiting.
+            descend: language.node_kind_is_named(id as u16),
+            skeleton: false,
+        })
+        .collect();
+    let k = &*KINDS;
+    let mut set = |kind: u16, action: Action, descend: bool, skeleton: bool| {
+        table[kind as usize] = KindInfo {
+            action,
+            descend,
+            skeleton,
+        };
+    };
+    set(k.comment, Action::Comment, false, false);
+    set(k.call, Action::Call, true, false);
+    set(k.import_statement, Action::Import, false, false);
+    set(k.import_from_statement, Action::ImportFrom, false, false);
+    set(k.assignment, Action::Assignment, true, false);
+    set(
+        k.augmented_assignment,
+        Action::AugmentedAssignment,
+        true,
+        false,
+    );
+    set(k.for_statement, Action::Loop, true, true);
+    set(k.while_statement, Action::Loop, true, true);
+    set(k.for_in_clause, Action::ForIn, true, false);
+    set(k.function_definition, Action::Function, true, true);
+    set(k.class_definition, Action::Class, true, true);
+    set(k.lambda, Action::Lambda, true, true);
+    for comprehension in [
+        k.list_comprehension,
+        k.set_comprehension,
+        k.dictionary_comprehension,
+        k.generator_expression,
+    ] {
+        set(comprehension, Action::Comprehension, true, true);
+    }
+    set(k.as_pattern, Action::AsPattern, true, false);
+    set(k.except_clause, Action::Except, true, true);
+    set(k.named_expression, Action::NamedExpression, true, false);
+    set(k.global_statement, Action::Global, false, false);
+    set(k.with_statement, Action::Nothing, true, true);
+    set(k.if_statement, Action::Nothing, true, true);
+    set(k.string, Action::String, false, false);
+    for skipped in [k.parameters, k.lambda_parameters, k.type_, k.dotted_name] {
+        set(skipped, Action::Nothing, false, false);
+    }
+    table
+});
+
+impl<'s, 'tree> Builder<'s, 'tree> {
+    fn new(source: &'s str, has_errors: bool, rule_kinds: &[bool]) -> Self {
         let mut scopes = Scopes::default();
         let module = scopes.push(ScopeKind::Module, None);
+        let mut kinds = KIND_TABLE.clone();
+        for (info, &rule_starts_here) in kinds.iter_mut().zip(rule_kinds) {
+            info.skeleton |= rule_starts_here;
+        }
         Builder {
             source,
             has_errors,
+            kinds,
+            skeleton: Vec::new(),
             scopes,
             scope_stack: vec![module],
-            scope_of_node: HashMap::new(),
+            scope_of_node: HashMap::default(),
             open: Vec::new(),
-            loops: HashMap::new(),
-            functions: HashMap::new(),
-            functions_by_name: HashMap::new(),
+            loops: HashMap::default(),
+            functions: HashMap::default(),
+            functions_by_name: HashMap::default(),
             comments: Vec::new(),
             syntax_errors: Vec::new(),
             error_depth: 0,
         }
     }
 
-    fn run(mut self, tree: &Tree) -> SemanticModel {
-        let root = tree.root_node();
-        walk(root, |visit| match visit {
-            Visit::Enter(node) => self.enter(node),
-            Visit::Leave(node) => {
-                self.leave(node);
-                Descend::Yes
+    /// The one walk. Hand-rolled rather than `parse::walk` because it runs on every node of
+    /// every file: one kind lookup per node, and leave work only for nodes that asked for it.
+    fn run(mut self, tree: &'tree Tree) -> SemanticModel<'tree> {
+        let mut cursor = tree.walk();
+        // For each ancestor on the cursor's path: whether leaving it needs work.
+        let mut leave_pending: Vec<bool> = Vec::with_capacity(64);
+        loop {
+            let node = cursor.node();
+            let (descend, needs_leave) = self.enter(node);
+            if descend && cursor.goto_first_child() {
+                leave_pending.push(needs_leave);
+                continue;
             }
-        });
+            if needs_leave {
+                self.leave(node);
+            }
+            loop {
+                if cursor.goto_next_sibling() {
+                    break;
+                }
+                if !cursor.goto_parent() {
+                    return self.finish();
+                }
+                if leave_pending.pop() == Some(true) {
+                    self.leave(cursor.node());
+                }
+            }
+        }
+    }
+
+    fn finish(self) -> SemanticModel<'tree> {
         SemanticModel {
+            skeleton: self.skeleton,
             scopes: self.scopes,
             scope_of_node: self.scope_of_node,
             loops: self.loops,
@@ -169,110 +301,144 @@ impl<'s> Builder<'s> {
             .expect("the module scope is never popped")
     }
 
-    fn enter(&mut self, node: Node<'_>) -> Descend {
-        if self.has_errors {
+    /// Handles a node on the way down; returns whether to descend and whether its leave
+    /// needs work.
+    fn enter(&mut self, node: Node<'tree>) -> (bool, bool) {
+        let kind = node.kind_id();
+        let Some(&info) = self.kinds.get(kind as usize) else {
+            // ERROR nodes: their kind id is past the table.
+            if self.has_errors {
+                self.record_syntax_error(node);
+            }
+            return (true, node.is_error());
+        };
+        if self.has_errors && node.is_missing() {
             self.record_syntax_error(node);
         }
-        if !node.is_named() {
-            return Descend::No;
-        }
-        let k = &*KINDS;
-        let kind = node.kind_id();
-        if kind == k.comment {
-            self.comments.push(node.byte_range());
-        } else if kind == k.call {
-            if let Some(call) = training::training_step_call(node, self.source) {
-                self.mark_training(call);
-            }
-        } else if kind == k.identifier || kind == k.attribute {
-            // Fast path: the most common nodes bind nothing.
-        } else if kind == k.import_statement {
-            self.bind_import(node);
-        } else if kind == k.import_from_statement {
-            self.bind_import_from(node);
-        } else if kind == k.assignment {
-            self.bind_assignment(node);
-        } else if kind == k.augmented_assignment {
-            if let Some(left) = node.child_by_field_name("left") {
-                self.bind_targets(left, node.end_byte());
-            }
-        } else if kind == k.for_statement || kind == k.while_statement {
-            if kind == k.for_statement
-                && let Some(left) = node.child_by_field_name("left")
-            {
-                self.bind_targets(left, node.start_byte());
-            }
-            let header_end = node
-                .child_by_field_name(if kind == k.for_statement {
-                    "right"
-                } else {
-                    "condition"
-                })
-                .map_or(node.start_byte(), |n| n.end_byte());
-            self.loops.insert(
-                node.id(),
-                LoopFacts {
-                    header: node.start_byte()..header_end,
-                    ..LoopFacts::default()
-                },
-            );
-            self.open.push(Open::Loop { node: node.id() });
-        } else if kind == k.for_in_clause {
-            if let Some(left) = node.child_by_field_name("left") {
-                self.bind_targets(left, node.start_byte());
-            }
-        } else if kind == k.function_definition {
-            self.enter_function(node);
-        } else if kind == k.class_definition {
-            if let Some(name) = node.child_by_field_name("name") {
-                self.bind(
-                    text(name, self.source),
-                    BindingKind::Definition,
-                    name.start_byte(),
-                );
-            }
-            self.open_scope(node, ScopeKind::Class);
-            self.open.push(Open::OpaqueScope { node: node.id() });
-        } else if kind == k.lambda {
-            self.open_scope(node, ScopeKind::Lambda);
-            if let Some(parameters) = node.child_by_field_name("parameters") {
-                self.bind_parameters(parameters);
-            }
-            self.open.push(Open::OpaqueScope { node: node.id() });
-        } else if kind == k.list_comprehension
-            || kind == k.set_comprehension
-            || kind == k.dictionary_comprehension
-            || kind == k.generator_expression
-        {
-            self.open_scope(node, ScopeKind::Comprehension);
-            self.open.push(Open::Scope { node: node.id() });
-        } else if kind == k.as_pattern {
-            if let Some(alias) = node.child_by_field_name("alias") {
-                self.bind_targets(alias, node.end_byte());
-            }
-        } else if kind == k.except_clause {
-            if let Some(alias) = node.child_by_field_name("alias") {
-                self.bind_targets(alias, node.start_byte());
-            }
-        } else if kind == k.named_expression {
-            if let Some(name) = node.child_by_field_name("name") {
-                self.bind_targets(name, node.end_byte());
-            }
-        } else if kind == k.global_statement {
-            let scope = self.scope();
-            let mut cursor = node.walk();
-            for name in node.named_children(&mut cursor) {
-                if name.kind_id() == k.identifier {
-                    self.scopes.declare_global(scope, text(name, self.source));
+        let mut descend = info.descend;
+        let mut needs_leave = info.skeleton;
+        match info.action {
+            Action::Nothing => {}
+            Action::Comment => self.comments.push(node.byte_range()),
+            Action::Call => {
+                if let Some(call) = training::training_step_call(node, self.source) {
+                    self.mark_training(call);
                 }
             }
+            Action::Import => self.bind_import(node),
+            Action::ImportFrom => self.bind_import_from(node),
+            Action::Assignment => self.bind_assignment(node),
+            Action::AugmentedAssignment => {
+                if let Some(left) = node.child_by_field_id(FIELDS.left) {
+                    self.bind_targets(left, node.end_byte());
+                }
+            }
+            Action::Loop => {
+                let is_for = kind == KINDS.for_statement;
+                if is_for && let Some(left) = node.child_by_field_id(FIELDS.left) {
+                    self.bind_targets(left, node.start_byte());
+                }
+                let header_end = node
+                    .child_by_field_id(if is_for {
+                        FIELDS.right
+                    } else {
+                        FIELDS.condition
+                    })
+                    .map_or(node.start_byte(), |n| n.end_byte());
+                self.loops.insert(
+                    node.id(),
+                    LoopFacts {
+                        header: node.start_byte()..header_end,
+                        ..LoopFacts::default()
+                    },
+                );
+                self.open.push(Open::Loop { node: node.id() });
+                needs_leave = true;
+            }
+            Action::ForIn => {
+                if let Some(left) = node.child_by_field_id(FIELDS.left) {
+                    self.bind_targets(left, node.start_byte());
+                }
+            }
+            Action::Function => {
+                self.enter_function(node);
+                needs_leave = true;
+            }
+            Action::Class => {
+                if let Some(name) = node.child_by_field_id(FIELDS.name) {
+                    self.bind(
+                        text(name, self.source),
+                        BindingKind::Definition,
+                        name.start_byte(),
+                    );
+                }
+                self.open_scope(node, ScopeKind::Class);
+                self.open.push(Open::OpaqueScope { node: node.id() });
+                needs_leave = true;
+            }
+            Action::Lambda => {
+                self.open_scope(node, ScopeKind::Lambda);
+                if let Some(parameters) = node.child_by_field_id(FIELDS.parameters) {
+                    self.bind_parameters(parameters);
+                }
+                self.open.push(Open::OpaqueScope { node: node.id() });
+                needs_leave = true;
+            }
+            Action::Comprehension => {
+                self.open_scope(node, ScopeKind::Comprehension);
+                self.open.push(Open::Scope { node: node.id() });
+                needs_leave = true;
+            }
+            Action::AsPattern => {
+                if let Some(alias) = node.child_by_field_id(FIELDS.alias) {
+                    self.bind_targets(alias, node.end_byte());
+                }
+            }
+            Action::Except => {
+                if let Some(alias) = node.child_by_field_id(FIELDS.alias) {
+                    self.bind_targets(alias, node.start_byte());
+                }
+            }
+            Action::NamedExpression => {
+                if let Some(name) = node.child_by_field_id(FIELDS.name) {
+                    self.bind_targets(name, node.end_byte());
+                }
+            }
+            Action::Global => {
+                let scope = self.scope();
+                let mut cursor = node.walk();
+                for name in node.named_children(&mut cursor) {
+                    if name.kind_id() == KINDS.identifier {
+                        self.scopes.declare_global(scope, text(name, self.source));
+                    }
+                }
+            }
+            Action::String => {
+                // Only f-strings hold code (their interpolations).
+                let prefix = &self.source.as_bytes()[node.start_byte()..];
+                descend = prefix
+                    .iter()
+                    .take_while(|b| b.is_ascii_alphabetic())
+                    .any(|b| b.eq_ignore_ascii_case(&b'f'));
+            }
         }
-        Descend::Yes
+        if info.skeleton {
+            self.skeleton.push(Visit::Enter(node));
+        }
+        // Syntax errors hide anywhere, also in the subtrees skipped above.
+        if self.has_errors && !descend && node.has_error() {
+            descend = true;
+        }
+        (descend, needs_leave)
     }
 
-    fn leave(&mut self, node: Node<'_>) {
-        if self.has_errors && node.is_error() {
+    fn leave(&mut self, node: Node<'tree>) {
+        if node.is_error() {
             self.error_depth -= 1;
+            return;
+        }
+        if self.kinds[node.kind_id() as usize].skeleton {
+            self.skeleton.push(Visit::Leave(node));
         }
         if self
             .open
@@ -307,14 +473,14 @@ impl<'s> Builder<'s> {
 
     fn enter_function(&mut self, node: Node<'_>) {
         let name = node
-            .child_by_field_name("name")
+            .child_by_field_id(FIELDS.name)
             .map_or("", |name| text(name, self.source))
             .to_owned();
-        if let Some(name_node) = node.child_by_field_name("name") {
+        if let Some(name_node) = node.child_by_field_id(FIELDS.name) {
             self.bind(&name, BindingKind::Definition, name_node.start_byte());
         }
         let header_end = node
-            .child_by_field_name("parameters")
+            .child_by_field_id(FIELDS.parameters)
             .map_or(node.start_byte(), |p| p.end_byte());
         self.functions.insert(
             node.id(),
@@ -329,7 +495,7 @@ impl<'s> Builder<'s> {
             .or_default()
             .push(node.id());
         self.open_scope(node, ScopeKind::Function);
-        if let Some(parameters) = node.child_by_field_name("parameters") {
+        if let Some(parameters) = node.child_by_field_id(FIELDS.parameters) {
             self.bind_parameters(parameters);
         }
         self.open.push(Open::Function { node: node.id() });
@@ -382,11 +548,11 @@ impl<'s> Builder<'s> {
 
     fn bind_import(&mut self, node: Node<'_>) {
         let mut cursor = node.walk();
-        for name in node.children_by_field_name("name", &mut cursor) {
+        for name in node.children_by_field_id(FIELDS.name_id(), &mut cursor) {
             if name.kind_id() == KINDS.aliased_import {
                 let (Some(module), Some(alias)) = (
-                    name.child_by_field_name("name"),
-                    name.child_by_field_name("alias"),
+                    name.child_by_field_id(FIELDS.name),
+                    name.child_by_field_id(FIELDS.alias),
                 ) else {
                     continue;
                 };
@@ -410,7 +576,7 @@ impl<'s> Builder<'s> {
     }
 
     fn bind_import_from(&mut self, node: Node<'_>) {
-        let Some(module) = node.child_by_field_name("module_name") else {
+        let Some(module) = node.child_by_field_id(FIELDS.module_name) else {
             return;
         };
         let module = dotted(module, self.source);
@@ -424,11 +590,11 @@ impl<'s> Builder<'s> {
             }
         }
         let mut cursor = node.walk();
-        for name in node.children_by_field_name("name", &mut cursor) {
+        for name in node.children_by_field_id(FIELDS.name_id(), &mut cursor) {
             let (imported, bound) = if name.kind_id() == KINDS.aliased_import {
                 let (Some(imported), Some(alias)) = (
-                    name.child_by_field_name("name"),
-                    name.child_by_field_name("alias"),
+                    name.child_by_field_id(FIELDS.name),
+                    name.child_by_field_id(FIELDS.alias),
                 ) else {
                     continue;
                 };
@@ -450,10 +616,10 @@ impl<'s> Builder<'s> {
     }
 
     fn bind_assignment(&mut self, node: Node<'_>) {
-        let Some(left) = node.child_by_field_name("left") else {
+        let Some(left) = node.child_by_field_id(FIELDS.left) else {
             return;
         };
-        let right = node.child_by_field_name("right");
+        let right = node.child_by_field_id(FIELDS.right);
         let aliased = right.filter(|right| {
             left.kind_id() == KINDS.identifier
                 && (right.kind_id() == KINDS.identifier || right.kind_id() == KINDS.attribute)
@@ -488,7 +654,7 @@ impl<'s> Builder<'s> {
         for parameter in parameters.named_children(&mut cursor) {
             let name = if parameter.kind_id() == KINDS.identifier {
                 Some(parameter)
-            } else if let Some(name) = parameter.child_by_field_name("name") {
+            } else if let Some(name) = parameter.child_by_field_id(FIELDS.name) {
                 Some(name)
             } else {
                 // typed_parameter, *args, **kwargs: the first identifier inside.
@@ -526,11 +692,11 @@ fn dotted(node: Node<'_>, source: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parse::parse;
+    use crate::parse::{Descend, parse, walk};
 
     fn resolve_all(source: &str, needle: &str) -> Vec<Option<String>> {
         let tree = parse(source, None);
-        let model = SemanticModel::build(&tree, source);
+        let model = SemanticModel::build(&tree, source, &[]);
         let mut results = Vec::new();
         // Track the innermost scope by hand, as the checker does.
         let mut scopes = vec![0];
@@ -616,7 +782,7 @@ mod tests {
     fn loops_that_call_backward_train_and_their_outer_loops_do_not() {
         let source = "for epoch in range(3):\n    for x in loader:\n        loss.backward()\n        opt.step()\n";
         let tree = parse(source, None);
-        let model = SemanticModel::build(&tree, source);
+        let model = SemanticModel::build(&tree, source, &[]);
         let outer = tree.root_node().child(0).unwrap();
         let facts = model.loop_facts(outer).unwrap();
         assert!(!facts.trains());
@@ -628,7 +794,7 @@ mod tests {
     fn syntax_errors_are_recorded_once_per_region() {
         let source = "def f(:\n    pass\nx = (1,\n";
         let tree = parse(source, None);
-        let model = SemanticModel::build(&tree, source);
+        let model = SemanticModel::build(&tree, source, &[]);
         assert!(!model.syntax_errors.is_empty());
     }
 }

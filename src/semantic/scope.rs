@@ -1,11 +1,11 @@
 //! Scopes and the names bound in them, and resolving an expression to the qualified name of
 //! what it refers to (`L` → `torch.load` after `from torch import load as L`).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use tree_sitter::Node;
 
-use crate::parse::{KINDS, text};
+use crate::parse::{FIELDS, KINDS, text};
 use crate::source::TextRange;
 
 pub type ScopeId = usize;
@@ -63,7 +63,7 @@ impl Scopes {
         self.scopes.push(Scope {
             kind,
             parent,
-            bindings: HashMap::new(),
+            bindings: HashMap::default(),
             globals: Vec::new(),
         });
         self.scopes.len() - 1
@@ -124,8 +124,8 @@ impl Scopes {
             let mut attributes = Vec::new();
             let mut head = node;
             while head.kind_id() == KINDS.attribute {
-                attributes.push(text(head.child_by_field_name("attribute")?, source));
-                head = head.child_by_field_name("object")?;
+                attributes.push(text(head.child_by_field_id(FIELDS.attribute)?, source));
+                head = head.child_by_field_id(FIELDS.object)?;
             }
             if head.kind_id() != KINDS.identifier {
                 return None;

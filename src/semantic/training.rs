@@ -6,22 +6,22 @@ use std::sync::LazyLock;
 use regex::Regex;
 use tree_sitter::Node;
 
-use crate::parse::{KINDS, text};
+use crate::parse::{FIELDS, KINDS, text};
 use crate::source::TextRange;
 
 /// If `call` is a training-step call — `x.backward()`, `accelerator.backward(loss)`,
 /// `self.manual_backward(loss)`, `optimizer.step()`, `scaler.step(opt)` — the range of its
 /// callee, for labels.
 pub fn training_step_call(call: Node<'_>, source: &str) -> Option<TextRange> {
-    let function = call.child_by_field_name("function")?;
+    let function = call.child_by_field_id(FIELDS.function)?;
     if function.kind_id() != KINDS.attribute {
         return None;
     }
-    let method = text(function.child_by_field_name("attribute")?, source);
+    let method = text(function.child_by_field_id(FIELDS.attribute)?, source);
     let is_step = match method {
         "backward" | "manual_backward" => true,
         "step" => function
-            .child_by_field_name("object")
+            .child_by_field_id(FIELDS.object)
             .is_some_and(|receiver| is_optimizer_like(last_name(receiver, source))),
         _ => false,
     };
@@ -50,12 +50,12 @@ fn last_name<'s>(node: Node<'_>, source: &'s str) -> &'s str {
     loop {
         let next = if node.kind_id() == KINDS.attribute {
             return node
-                .child_by_field_name("attribute")
+                .child_by_field_id(FIELDS.attribute)
                 .map_or("", |attribute| text(attribute, source));
         } else if node.kind_id() == KINDS.subscript {
-            node.child_by_field_name("value")
+            node.child_by_field_id(FIELDS.value)
         } else if node.kind_id() == KINDS.call {
-            node.child_by_field_name("function")
+            node.child_by_field_id(FIELDS.function)
         } else {
             return text(node, source);
         };
@@ -119,7 +119,7 @@ pub fn is_training_entry_point(name: &str) -> bool {
 
 /// The name a call's callee ends in (`trainer.fit` → `fit`).
 pub fn callee_name<'s>(call: Node<'_>, source: &'s str) -> &'s str {
-    call.child_by_field_name("function")
+    call.child_by_field_id(FIELDS.function)
         .map_or("", |function| last_name(function, source))
 }
 

@@ -14,7 +14,7 @@ pub use spec::{
 
 use crate::checker::{Checker, GradMode};
 use crate::diagnostic::{Diagnostic, Edit, Fix};
-use crate::parse::KINDS;
+use crate::parse::{FIELDS, KINDS};
 use crate::rules::RuleMeta;
 
 /// Runs one clause at `node` (whose kind is the clause's root kind).
@@ -26,6 +26,15 @@ pub fn run_clause(
     cursor: &mut QueryCursor,
     out: &mut Vec<Diagnostic>,
 ) {
+    for (field, to) in &clause.prefilter {
+        let resolves = node
+            .child_by_field_id(*field)
+            .and_then(|child| checker.qualified_name(child))
+            .is_some_and(|name| to.contains(&name));
+        if !resolves {
+            return;
+        }
+    }
     let source = checker.text().as_bytes();
     let mut matches = cursor.matches(&clause.query, node, source);
     while let Some(found) = matches.next() {
@@ -98,9 +107,7 @@ fn evaluate(
                         GradMode::Enabled | GradMode::FromCaller
                     )
             ),
-            Predicate::StatementNotMatching(regex) => {
-                !regex.is_match(checker.statement_text(root))
-            }
+            Predicate::StatementNotMatching(regex) => !regex.is_match(checker.statement_text(root)),
             Predicate::ContainsTraining { capture: index } => {
                 match capture(*index).and_then(|node| checker.contains_training(node)) {
                     Some(range) => {
@@ -170,7 +177,7 @@ fn fix_edit(fix: &FixSpec, found: &QueryMatch<'_, '_>) -> Option<Edit> {
         FixEdit::AppendArgument { capture, text } => {
             let node = found.nodes_for_capture_index(*capture).next()?;
             let arguments = if node.kind_id() == KINDS.call {
-                node.child_by_field_name("arguments")?
+                node.child_by_field_id(FIELDS.arguments)?
             } else {
                 node
             };
@@ -225,7 +232,7 @@ pub fn find_argument<'t>(
     position: Option<usize>,
 ) -> ArgumentLookup<'t> {
     let arguments = if node.kind_id() == KINDS.call {
-        match node.child_by_field_name("arguments") {
+        match node.child_by_field_id(FIELDS.arguments) {
             Some(arguments) => arguments,
             None => return ArgumentLookup::Absent,
         }
@@ -247,11 +254,11 @@ pub fn find_argument<'t>(
         let kind = argument.kind_id();
         if kind == KINDS.keyword_argument {
             let name = argument
-                .child_by_field_name("name")
+                .child_by_field_id(FIELDS.name)
                 .and_then(|name| source.get(name.byte_range()));
             if keyword.is_some()
                 && name == keyword
-                && let Some(value) = argument.child_by_field_name("value")
+                && let Some(value) = argument.child_by_field_id(FIELDS.value)
             {
                 return ArgumentLookup::Found(value);
             }

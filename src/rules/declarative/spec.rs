@@ -23,6 +23,10 @@ pub struct MatchClause {
     pub message: Option<String>,
     pub require: Vec<Predicate>,
     pub fix: Option<FixSpec>,
+    /// `resolves` conditions on captures that are direct field children of the root
+    /// (`function: (_) @callee`): checked before the query runs, which skips the query for
+    /// nearly every node (a pushdown; the full predicate still runs on matches).
+    pub prefilter: Vec<(u16, Vec<String>)>,
 }
 
 #[derive(Debug, Clone)]
@@ -298,6 +302,19 @@ impl MatchClause {
         };
 
         let _ = clause_offset;
+        let direct = direct_field_captures(&pattern);
+        let prefilter = require
+            .iter()
+            .filter_map(|predicate| match predicate {
+                Predicate::Resolves { capture, to } => {
+                    let name = query.capture_names()[*capture as usize];
+                    let (field, _) = direct.iter().find(|(_, c)| c == name)?;
+                    let field = python().field_id_for_name(field)?.get();
+                    Some((field, to.clone()))
+                }
+                _ => None,
+            })
+            .collect();
         Ok(MatchClause {
             query,
             root_kind: root_kind_id,
@@ -305,6 +322,7 @@ impl MatchClause {
             message: raw.message,
             require,
             fix,
+            prefilter,
         })
     }
 }
@@ -456,6 +474,128 @@ fn root_kind(pattern: &str) -> Option<String> {
     (!kind.is_empty() && kind != "_").then_some(kind)
 }
 
+/// The captures bound to a direct, single field child of the pattern's root:
+/// `(call function: (_) @callee ...)` gives `("function", "callee")`. Anything this small
+/// reader is unsure of (alternations, quantifiers, nesting) is left out, never guessed.
+fn direct_field_captures(pattern: &str) -> Vec<(String, String)> {
+    let tokens = tokenize(pattern);
+    let mut found = Vec::new();
+    // tokens[0] = "(", tokens[1] = root kind; depth 1 starts after them.
+    if tokens.len() < 3 || tokens[0] != "(" {
+        return found;
+    }
+    let mut i = 2;
+    while i < tokens.len() {
+        let token = tokens[i];
+        if token == ")" {
+            break;
+        }
+        // `field: (...) @capture` with nothing after the node but the capture.
+        if i + 2 < tokens.len() && tokens[i + 1] == ":" && is_name(token) {
+            let field = token;
+            let node_start = i + 2;
+            let Some(node_end) = node_end(&tokens, node_start) else {
+                return found;
+            };
+            let mut j = node_end;
+            let quantified = matches!(tokens.get(j), Some(&"*" | &"+" | &"?"));
+            if quantified {
+                j += 1;
+            }
+            let alternation = tokens[node_start] == "[";
+            while tokens.get(j) == Some(&"@") {
+                if let Some(capture) = tokens.get(j + 1)
+                    && !quantified
+                    && !alternation
+                {
+                    found.push((field.to_owned(), (*capture).to_owned()));
+                }
+                j += 2;
+            }
+            i = j;
+            continue;
+        }
+        // Any other child: skip it whole.
+        match node_end(&tokens, i) {
+            Some(end) => i = end,
+            None => return found,
+        }
+        while matches!(tokens.get(i), Some(&"*" | &"+" | &"?")) {
+            i += 1;
+        }
+        while tokens.get(i) == Some(&"@") {
+            i += 2;
+        }
+    }
+    found
+}
+
+/// Index just past the node starting at `start` (a parenthesized or bracketed group, or
+/// a single token).
+fn node_end(tokens: &[&str], start: usize) -> Option<usize> {
+    let open = *tokens.get(start)?;
+    if open != "(" && open != "[" {
+        return Some(start + 1);
+    }
+    let mut depth = 0usize;
+    for (offset, token) in tokens[start..].iter().enumerate() {
+        match *token {
+            "(" | "[" => depth += 1,
+            ")" | "]" => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(start + offset + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+fn is_name(token: &str) -> bool {
+    token.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Splits a query into `(`, `)`, `[`, `]`, `:`, `@`, quantifiers, names and string
+/// literals; comments are dropped.
+fn tokenize(pattern: &str) -> Vec<&str> {
+    let bytes = pattern.as_bytes();
+    let mut tokens = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b.is_ascii_whitespace() {
+            i += 1;
+        } else if b == b';' {
+            while i < bytes.len() && bytes[i] != b'\n' {
+                i += 1;
+            }
+        } else if b == b'"' {
+            let start = i;
+            i += 1;
+            while i < bytes.len() && bytes[i] != b'"' {
+                i += if bytes[i] == b'\\' { 2 } else { 1 };
+            }
+            i = (i + 1).min(bytes.len());
+            tokens.push(&pattern[start..i]);
+        } else if b"()[]:@*+?!.".contains(&b) {
+            tokens.push(&pattern[i..i + 1]);
+            i += 1;
+        } else {
+            let start = i;
+            while i < bytes.len()
+                && !bytes[i].is_ascii_whitespace()
+                && !b"()[]:@;\"".contains(&bytes[i])
+            {
+                i += 1;
+            }
+            tokens.push(&pattern[start..i]);
+        }
+    }
+    tokens
+}
+
 /// Byte offset in the TOML text of line `row` of a pattern string literal.
 fn pattern_error_offset(toml_text: &str, span: std::ops::Range<usize>, row: usize) -> usize {
     let literal = &toml_text[span.clone()];
@@ -475,6 +615,28 @@ fn pattern_error_offset(toml_text: &str, span: std::ops::Range<usize>, row: usiz
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn direct_field_captures_are_found_and_nothing_is_guessed() {
+        let found = direct_field_captures(
+            "(call\n  function: (_) @callee\n  arguments: (argument_list (string) @s) @args) @call",
+        );
+        assert_eq!(
+            found,
+            [
+                ("function".to_owned(), "callee".to_owned()),
+                ("arguments".to_owned(), "args".to_owned())
+            ]
+        );
+        assert!(direct_field_captures("(call function: [(identifier) (attribute)] @f)").is_empty());
+        assert!(
+            direct_field_captures("(call (argument_list (_)* @a) function: (_)? @f)").is_empty()
+        );
+        assert!(
+            direct_field_captures("(with_statement (with_clause (with_item value: (call) @c)))")
+                .is_empty()
+        );
+    }
 
     #[test]
     fn root_kind_skips_comments_and_rejects_wildcards() {

@@ -7,6 +7,7 @@ use tree_sitter::Node;
 
 use crate::checker::Checker;
 use crate::diagnostic::Diagnostic;
+use crate::parse::FIELDS;
 use crate::rules::{Check, RuleMeta};
 
 pub struct EmptyCacheInLoop;
@@ -32,7 +33,7 @@ impl Check for EmptyCacheInLoop {
         checker: &Checker<'_>,
         out: &mut Vec<Diagnostic>,
     ) {
-        let Some(callee) = call.child_by_field_name("function") else {
+        let Some(callee) = call.child_by_field_id(FIELDS.function) else {
             return;
         };
         let Some(name) = checker.qualified_name(callee) else {
