@@ -446,13 +446,31 @@ impl<'a> Checker<'a> {
     /// The text of the statement holding `node`; for a compound statement (`for`, `with`,
     /// `if`, ...) only its header, up to its body.
     pub fn statement_text(&self, node: Node<'_>) -> &'a str {
+        // Descend from the root towards `node` (`Node::parent` costs O(depth) per call, so
+        // climbing would be quadratic in nesting depth); the last child of a block or module
+        // on the way is the statement.
+        let mut cursor = self.tree.root_node().walk();
         let mut statement = node;
-        while let Some(parent) = statement.parent() {
-            let kind = parent.kind();
-            if kind == "block" || kind == "module" {
+        loop {
+            let current = cursor.node();
+            if current.id() == node.id() {
                 break;
             }
-            statement = parent;
+            let is_block = current.kind_id() == KINDS.block || current.kind_id() == KINDS.module;
+            if cursor
+                .goto_first_child_for_byte(node.start_byte())
+                .is_none()
+            {
+                break;
+            }
+            // Zero-width and adjacent children: move to the one that contains `node`.
+            while cursor.node().end_byte() < node.end_byte() && cursor.goto_next_sibling() {}
+            if cursor.node().start_byte() > node.start_byte() {
+                break;
+            }
+            if is_block {
+                statement = cursor.node();
+            }
         }
         let end = statement
             .child_by_field_id(FIELDS.body)

@@ -126,7 +126,7 @@ pub fn discover(paths: &[PathBuf], resolver: &Arc<Resolver>) -> Discovered {
                     Ok(target) if target.is_file() => {}
                     Ok(_) => continue,
                     Err(error) => {
-                        report(FileError::new(path, describe_io_error(path, &error)));
+                        report(FileError::new(tidy(path), describe_io_error(path, &error)));
                         continue;
                     }
                 }
@@ -180,7 +180,8 @@ pub fn describe_io_error(path: &Path, error: &std::io::Error) -> String {
     use std::io::ErrorKind;
     match error.kind() {
         ErrorKind::NotFound if path.symlink_metadata().is_ok() => {
-            "broken symbolic link: its target does not exist".to_owned()
+            "broken symbolic link: its target does not exist; fix or remove the link, or exclude it"
+                .to_owned()
         }
         ErrorKind::NotFound => "no such file or directory".to_owned(),
         ErrorKind::PermissionDenied => {

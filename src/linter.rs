@@ -43,11 +43,33 @@ pub struct LintOutcome {
 }
 
 /// Parses and lints `source`. Returns the tree so that an editor can re-parse incrementally
-/// after edits (`tree.edit(...)` then [`lint_parsed`] with `parse::parse(text, Some(&tree))`).
-pub fn lint_source(source: &SourceFile, settings: &Settings) -> (Tree, LintOutcome) {
+/// after edits (`tree.edit(...)` then [`lint_parsed`] with `parse::parse(text, Some(&tree))`);
+/// no tree when the text cannot be handed to the parser at all.
+pub fn lint_source(source: &SourceFile, settings: &Settings) -> (Option<Tree>, LintOutcome) {
+    if let Err(unparsable) = parse::check_parsable(source.text()) {
+        return (None, unparsable_outcome(source, &unparsable, settings));
+    }
     let tree = parse::parse(source.text(), None);
     let outcome = lint_parsed(source, &tree, settings);
-    (tree, outcome)
+    (Some(tree), outcome)
+}
+
+fn unparsable_outcome(
+    source: &SourceFile,
+    unparsable: &parse::Unparsable,
+    settings: &Settings,
+) -> LintOutcome {
+    let diagnostics = match settings.registry.get(SYNTAX_ERROR) {
+        Some(rule) if settings.is_enabled(SYNTAX_ERROR) => {
+            let line = source.line_range(source.line_index(unparsable.offset));
+            vec![Diagnostic::new(rule, unparsable.message.clone(), line)]
+        }
+        _ => Vec::new(),
+    };
+    LintOutcome {
+        diagnostics,
+        internal_errors: Vec::new(),
+    }
 }
 
 /// Lints an already parsed source.

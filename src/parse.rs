@@ -22,7 +22,80 @@ thread_local! {
     });
 }
 
+/// CPython's limit on nested indentation levels (`MAXINDENT` in its tokenizer).
+pub const MAX_INDENT_LEVELS: usize = 100;
+
+/// Text that must not reach tree-sitter, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unparsable {
+    pub offset: usize,
+    pub message: String,
+}
+
+/// Rejects what tree-sitter-python cannot survive: its scanner aborts the whole process when
+/// it has to serialize more than ~500 indentation levels. Python itself refuses more than
+/// 100, so such a file cannot run anyway. Indentation inside brackets and strings is counted
+/// too (an over-estimate, never an under-estimate).
+pub fn check_parsable(text: &str) -> Result<(), Unparsable> {
+    let bytes = text.as_bytes();
+    // Fast path: fewer than 100 columns of leading whitespace means fewer than 100 levels.
+    let mut deep_line = None;
+    let mut start = 0;
+    while start < bytes.len() {
+        let end = memchr::memchr(b'\n', &bytes[start..]).map_or(bytes.len(), |i| start + i);
+        if indent_width(&bytes[start..end]) > MAX_INDENT_LEVELS {
+            deep_line = Some(start);
+            break;
+        }
+        start = end + 1;
+    }
+    if deep_line.is_none() {
+        return Ok(());
+    }
+    let mut widths: Vec<usize> = vec![0];
+    let mut start = 0;
+    while start < bytes.len() {
+        let end = memchr::memchr(b'\n', &bytes[start..]).map_or(bytes.len(), |i| start + i);
+        let line = &bytes[start..end];
+        let blank = line.iter().all(|b| b.is_ascii_whitespace());
+        if !blank {
+            let width = indent_width(line);
+            while widths.last().is_some_and(|&top| top > width) {
+                widths.pop();
+            }
+            if widths.last().is_none_or(|&top| top < width) {
+                widths.push(width);
+            }
+            if widths.len() - 1 > MAX_INDENT_LEVELS {
+                return Err(Unparsable {
+                    offset: start,
+                    message: format!(
+                        "too many levels of indentation (Python allows at most {MAX_INDENT_LEVELS}); torchlint did not parse this file"
+                    ),
+                });
+            }
+        }
+        start = end + 1;
+    }
+    Ok(())
+}
+
+/// Leading whitespace in columns, tabs to the next multiple of 8 (as Python counts them).
+fn indent_width(line: &[u8]) -> usize {
+    let mut width = 0;
+    for &byte in line {
+        match byte {
+            b' ' => width += 1,
+            b'\t' => width = (width / 8 + 1) * 8,
+            b'\x0c' => width = 0,
+            _ => break,
+        }
+    }
+    width
+}
+
 /// Parses `text`; pass the previous tree (already `edit`ed) to re-parse incrementally.
+/// Call [`check_parsable`] first: tree-sitter aborts the process on some inputs it rejects.
 pub fn parse(text: &str, old_tree: Option<&Tree>) -> Tree {
     PARSER.with(|parser| {
         let mut parser = parser.borrow_mut();
@@ -83,6 +156,7 @@ pub struct Kinds {
     pub parameters: u16,
     pub lambda_parameters: u16,
     pub type_: u16,
+    pub block: u16,
 }
 
 pub static KINDS: LazyLock<Kinds> = LazyLock::new(|| {
@@ -137,6 +211,7 @@ pub static KINDS: LazyLock<Kinds> = LazyLock::new(|| {
         parameters: id("parameters"),
         lambda_parameters: id("lambda_parameters"),
         type_: id("type"),
+        block: id("block"),
     }
 });
 
@@ -255,6 +330,22 @@ mod tests {
         });
         assert_eq!(entered, left);
         assert!(entered > 40_000);
+    }
+
+    #[test]
+    fn too_deep_indentation_is_refused_before_parsing() {
+        let mut text = String::new();
+        for level in 0..=MAX_INDENT_LEVELS {
+            text.push_str(&format!("{}if x:\n", " ".repeat(level)));
+        }
+        assert!(
+            check_parsable(&text).is_ok(),
+            "{MAX_INDENT_LEVELS} levels are fine"
+        );
+        text.push_str(&format!("{}pass\n", " ".repeat(MAX_INDENT_LEVELS + 1)));
+        let error = check_parsable(&text).unwrap_err();
+        assert_eq!(&text[error.offset..error.offset + 3], &" ".repeat(3));
+        assert!(check_parsable(&format!("x = '{}'\n", " ".repeat(500))).is_ok());
     }
 
     #[test]

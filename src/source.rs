@@ -24,9 +24,7 @@ pub struct Location {
 
 impl SourceFile {
     pub fn new(name: impl Into<PathBuf>, text: String) -> Self {
-        let line_starts = std::iter::once(0)
-            .chain(memchr_newlines(&text).map(|i| i + 1))
-            .collect();
+        let line_starts = std::iter::once(0).chain(line_breaks(&text)).collect();
         SourceFile {
             name: name.into(),
             text,
@@ -101,34 +99,44 @@ impl SourceFile {
     }
 }
 
-fn memchr_newlines(text: &str) -> impl Iterator<Item = usize> + '_ {
-    text.bytes()
-        .enumerate()
-        .filter_map(|(i, b)| (b == b'\n').then_some(i))
+/// Offsets where lines start after a break: `\n`, `\r\n` or a lone `\r`, as Python reads them.
+fn line_breaks(text: &str) -> impl Iterator<Item = usize> + '_ {
+    let bytes = text.as_bytes();
+    memchr::memchr2_iter(b'\n', b'\r', bytes).filter_map(move |i| match bytes[i] {
+        b'\r' if bytes.get(i + 1) == Some(&b'\n') => None,
+        _ => Some(i + 1),
+    })
 }
 
 /// Why a file's bytes could not be read as Python source.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum DecodeError {
     #[error(
-        "the file looks binary (NUL byte at offset {offset}); torchlint reads Python source only"
+        "the file looks binary (NUL byte at offset {offset}), and Python source cannot contain NUL bytes; exclude it (`extend-exclude`) or give it another extension"
     )]
     Binary { offset: usize },
     #[error(
         "not valid UTF-8 (invalid byte at line {line}) and no PEP 263 coding declaration; save it as UTF-8 or declare its encoding in a `# -*- coding: ... -*-` comment"
     )]
     NotUtf8 { line: usize },
-    #[error("declares the unknown encoding `{label}`")]
+    #[error(
+        "not valid UTF-8 (invalid byte at line {line}) although its coding declaration says UTF-8; fix the bytes or the declaration"
+    )]
+    DeclaredUtf8 { line: usize },
+    #[error(
+        "declares the unknown encoding `{label}`; use an encoding Python knows, such as `utf-8` or `latin-1`"
+    )]
     UnknownEncoding { label: String },
-    #[error("is not valid `{label}` as its coding declaration says")]
+    #[error(
+        "is not valid `{label}` as its coding declaration says; fix the declaration or re-save the file in that encoding"
+    )]
     Malformed { label: String },
 }
 
 /// Decodes Python source bytes: UTF-8 (with or without BOM), or the encoding named by a
 /// PEP 263 coding declaration in the first two lines.
 pub fn decode(bytes: &[u8]) -> Result<String, DecodeError> {
-    let sniff = &bytes[..bytes.len().min(8192)];
-    if let Some(offset) = sniff.iter().position(|&b| b == 0) {
+    if let Some(offset) = memchr::memchr(0, bytes) {
         return Err(DecodeError::Binary { offset });
     }
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
@@ -143,14 +151,15 @@ pub fn decode(bytes: &[u8]) -> Result<String, DecodeError> {
                 decode_with(bytes, label)
             }
         }
-        Err(error) => match declared {
-            Some(label) if !is_utf8_label(&label) => decode_with(bytes, label),
-            _ => {
-                let valid = &bytes[..error.valid_up_to()];
-                let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
-                Err(DecodeError::NotUtf8 { line })
+        Err(error) => {
+            let valid = &bytes[..error.valid_up_to()];
+            let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
+            match declared {
+                Some(label) if !is_utf8_label(&label) => decode_with(bytes, label),
+                Some(_) => Err(DecodeError::DeclaredUtf8 { line }),
+                None => Err(DecodeError::NotUtf8 { line }),
             }
-        },
+        }
     }
 }
 
@@ -234,6 +243,16 @@ mod tests {
     }
 
     #[test]
+    fn lone_carriage_returns_break_lines() {
+        let file = SourceFile::new("x.py", "a = 1\rb = 2\r\nc = 3\n".into());
+        let b = file.text().find('b').unwrap();
+        let c = file.text().find('c').unwrap();
+        assert_eq!(file.location(b), Location { row: 2, column: 1 });
+        assert_eq!(file.location(c), Location { row: 3, column: 1 });
+        assert_eq!(&file.text()[file.line_range(0)], "a = 1");
+    }
+
+    #[test]
     fn decodes_declared_latin1_and_rejects_undeclared_bytes() {
         let latin1 = b"# -*- coding: latin-1 -*-\nname = '\xe9'\n";
         assert!(decode(latin1).unwrap().contains("'é'"));
@@ -243,6 +262,12 @@ mod tests {
             decode(b"x = 1\0\0"),
             Err(DecodeError::Binary { offset: 5 })
         ));
+        let late_nul = [b"x = 1\n".repeat(3000), b"\0".to_vec()].concat();
+        assert!(matches!(decode(&late_nul), Err(DecodeError::Binary { .. })));
+        assert_eq!(
+            decode(b"# coding: utf-8\nx = '\xff'\n"),
+            Err(DecodeError::DeclaredUtf8 { line: 2 })
+        );
         assert_eq!(decode(b"\xEF\xBB\xBFx = 1\n").unwrap(), "x = 1\n");
         assert!(matches!(
             decode(b"# coding: klingon\nx = '\xff'\n"),

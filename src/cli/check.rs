@@ -24,6 +24,7 @@ enum Outcome {
         file: FileDiagnostics,
         internal_errors: Vec<InternalError>,
     },
+    Clean,
     Parsed,
     Failed(FileError),
 }
@@ -125,6 +126,7 @@ pub fn run(args: CheckArgs) -> u8 {
                     files.push(file);
                 }
             }
+            Outcome::Clean => {}
             Outcome::Parsed => parsed += 1,
             Outcome::Failed(error) => errors.push(error),
         }
@@ -169,8 +171,8 @@ pub fn run(args: CheckArgs) -> u8 {
     if let Err(error) = written.and_then(|()| emit(&rendered, args.output_file.as_deref()))
         && error.kind() != io::ErrorKind::BrokenPipe
     {
-        print_error(&format!("cannot write the findings: {error}"));
-        return 2;
+        print_error(&error.to_string());
+        return report_errors(&errors, &internal, 2);
     }
 
     let findings_status = if count > 0 && !args.exit_zero { 1 } else { 0 };
@@ -195,11 +197,17 @@ fn lint_bytes(name: &Path, bytes: &[u8], settings: &Settings, parse_only: bool) 
         }
     };
     if parse_only {
-        let _tree = parse::parse(&text, None);
+        if parse::check_parsable(&text).is_ok() {
+            let _tree = parse::parse(&text, None);
+        }
         return Outcome::Parsed;
     }
     let source = SourceFile::new(display_path(name), text);
     let (_tree, outcome) = linter::lint_source(&source, settings);
+    if outcome.diagnostics.is_empty() && outcome.internal_errors.is_empty() {
+        // Nothing to show: drop the text now rather than holding every file in memory.
+        return Outcome::Clean;
+    }
     Outcome::Linted {
         file: FileDiagnostics {
             source: Arc::new(source),
@@ -283,8 +291,7 @@ fn write_statistics(
     Ok(())
 }
 
-/// Writes the output to stdout, or atomically to a file: a temporary file in the same folder,
-/// renamed over the target only once complete, so a failed run never leaves half a report.
+/// Writes the output to stdout, or to a file.
 fn emit(bytes: &[u8], file: Option<&Path>) -> io::Result<()> {
     match file {
         None => {
@@ -292,18 +299,68 @@ fn emit(bytes: &[u8], file: Option<&Path>) -> io::Result<()> {
             stdout.write_all(bytes)?;
             stdout.flush()
         }
-        Some(path) => {
-            let folder = path
-                .parent()
-                .filter(|p| !p.as_os_str().is_empty())
-                .unwrap_or(Path::new("."));
-            let mut temporary = tempfile::NamedTempFile::new_in(folder)?;
-            temporary.write_all(bytes)?;
-            temporary.as_file().sync_all()?;
-            temporary.persist(path).map_err(|error| error.error)?;
-            Ok(())
+        Some(path) => write_atomically(path, bytes).map_err(|error| {
+            io::Error::new(
+                error.kind(),
+                format!("{}: cannot write the findings: {error}", path.display()),
+            )
+        }),
+    }
+}
+
+/// Replaces a file's content all at once: the bytes go to a new file beside the target,
+/// which is renamed over it only when complete, so a failed run never leaves half a report.
+/// The report keeps the old file's permissions (a new one gets the umask's), and a symlink
+/// keeps pointing at the updated report.
+fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let target = resolve_symlinks(path)?;
+    if target.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::IsADirectory,
+            "it is a folder",
+        ));
+    }
+    let folder = target
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = target.file_name().unwrap_or_default().to_string_lossy();
+    let temporary = folder.join(format!(".{name}.{}.torchlint-tmp", std::process::id()));
+    let result = (|| {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&temporary)?;
+        file.write_all(bytes)?;
+        if let Ok(existing) = std::fs::metadata(&target) {
+            file.set_permissions(existing.permissions())?;
+        }
+        file.sync_all()?;
+        std::fs::rename(&temporary, &target)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temporary);
+    }
+    result
+}
+
+/// The file a path finally names, following symlinks (also dangling ones).
+fn resolve_symlinks(path: &Path) -> io::Result<PathBuf> {
+    let mut current = path.to_owned();
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&current) {
+            Ok(metadata) if metadata.file_type().is_symlink() => {
+                let link = std::fs::read_link(&current)?;
+                current = match current.parent() {
+                    Some(parent) if link.is_relative() => parent.join(link),
+                    _ => link,
+                };
+            }
+            _ => return Ok(current),
         }
     }
+    Err(io::Error::other("too many levels of symbolic links"))
 }
 
 fn report_errors(errors: &[FileError], internal: &[(PathBuf, InternalError)], status: u8) -> u8 {

@@ -115,6 +115,11 @@ impl Scopes {
         if depth > MAX_ALIAS_DEPTH {
             return None;
         }
+        // `((torch.load))`: unwrap parentheses in a loop, not by recursion (any depth).
+        let mut node = node;
+        while node.kind_id() == KINDS.parenthesized_expression && node.named_child_count() == 1 {
+            node = node.named_child(0)?;
+        }
         let kind = node.kind_id();
         if kind == KINDS.identifier {
             return self.resolve_name(scope, text(node, source), node, root, source, depth);
@@ -137,9 +142,6 @@ impl Scopes {
                 name.push_str(attribute);
             }
             return Some(name);
-        }
-        if kind == KINDS.parenthesized_expression && node.named_child_count() == 1 {
-            return self.qualified_name_at_depth(scope, node.named_child(0)?, root, source, depth);
         }
         None
     }
