@@ -157,6 +157,11 @@ pub struct Kinds {
     pub lambda_parameters: u16,
     pub type_: u16,
     pub block: u16,
+    pub integer: u16,
+    pub float: u16,
+    pub none: u16,
+    pub default_parameter: u16,
+    pub typed_default_parameter: u16,
 }
 
 pub static KINDS: LazyLock<Kinds> = LazyLock::new(|| {
@@ -212,6 +217,11 @@ pub static KINDS: LazyLock<Kinds> = LazyLock::new(|| {
         lambda_parameters: id("lambda_parameters"),
         type_: id("type"),
         block: id("block"),
+        integer: id("integer"),
+        float: id("float"),
+        none: id("none"),
+        default_parameter: id("default_parameter"),
+        typed_default_parameter: id("typed_default_parameter"),
     }
 });
 

@@ -19,13 +19,14 @@ pub enum ScopeKind {
     Comprehension,
 }
 
+/// Names borrow from the source text: binding a name allocates nothing.
 #[derive(Debug)]
-pub struct Scope {
+pub struct Scope<'s> {
     pub kind: ScopeKind,
     pub parent: Option<ScopeId>,
-    pub bindings: HashMap<Box<str>, Vec<Binding>>,
+    pub bindings: HashMap<&'s str, Vec<Binding>>,
     /// Names declared `global` here: their bindings go to the module scope.
-    pub globals: Vec<Box<str>>,
+    pub globals: Vec<&'s str>,
 }
 
 #[derive(Debug, Clone)]
@@ -49,8 +50,8 @@ pub enum BindingKind {
 
 /// The scope tree of one module.
 #[derive(Debug, Default)]
-pub struct Scopes {
-    scopes: Vec<Scope>,
+pub struct Scopes<'s> {
+    scopes: Vec<Scope<'s>>,
     /// Modules of `from m import *`, which may bind any name.
     pub star_imports: Vec<Box<str>>,
 }
@@ -58,7 +59,7 @@ pub struct Scopes {
 /// Qualified names resolved through more than this many aliases are given up on.
 const MAX_ALIAS_DEPTH: usize = 8;
 
-impl Scopes {
+impl<'s> Scopes<'s> {
     pub fn push(&mut self, kind: ScopeKind, parent: Option<ScopeId>) -> ScopeId {
         self.scopes.push(Scope {
             kind,
@@ -69,25 +70,25 @@ impl Scopes {
         self.scopes.len() - 1
     }
 
-    pub fn get(&self, id: ScopeId) -> &Scope {
+    pub fn get(&self, id: ScopeId) -> &Scope<'s> {
         &self.scopes[id]
     }
 
-    pub fn bind(&mut self, scope: ScopeId, name: &str, binding: Binding) {
-        let target = if self.scopes[scope].globals.iter().any(|g| &**g == name) {
+    pub fn bind(&mut self, scope: ScopeId, name: &'s str, binding: Binding) {
+        let target = if self.scopes[scope].globals.contains(&name) {
             0
         } else {
             scope
         };
         self.scopes[target]
             .bindings
-            .entry(name.into())
+            .entry(name)
             .or_default()
             .push(binding);
     }
 
-    pub fn declare_global(&mut self, scope: ScopeId, name: &str) {
-        self.scopes[scope].globals.push(name.into());
+    pub fn declare_global(&mut self, scope: ScopeId, name: &'s str) {
+        self.scopes[scope].globals.push(name);
     }
 
     /// The qualified name `node` (an identifier or attribute chain) refers to, seen from
