@@ -3,53 +3,15 @@
 //! are linted; symlinked folders are not entered (which also rules out symlink loops).
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use ignore::WalkBuilder;
 
+pub use crate::error::FileError;
 use crate::linter::SourceKind;
+use crate::settings::Settings;
 use crate::settings::resolver::Resolver;
-use crate::settings::{ConfigError, Settings};
-
-/// A path that could not be linted, and why; reported on stderr with exit code 2.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileError {
-    pub path: PathBuf,
-    /// The line the problem is on, for errors inside config files.
-    pub line: Option<usize>,
-    pub message: String,
-}
-
-impl FileError {
-    pub fn new(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
-        FileError {
-            path: path.into(),
-            line: None,
-            message: message.into(),
-        }
-    }
-}
-
-impl From<ConfigError> for FileError {
-    fn from(error: ConfigError) -> Self {
-        FileError {
-            path: error.path,
-            line: error.line,
-            message: error.message,
-        }
-    }
-}
-
-impl fmt::Display for FileError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.line {
-            Some(line) => write!(f, "{}:{line}: {}", self.path.display(), self.message),
-            None => write!(f, "{}: {}", self.path.display(), self.message),
-        }
-    }
-}
 
 pub struct LintTarget {
     pub path: PathBuf,
@@ -85,7 +47,7 @@ pub fn discover(paths: &[PathBuf], resolver: &Arc<Resolver>) -> Discovered {
                     let kind = SourceKind::from_path(&root).unwrap_or(SourceKind::Python);
                     targets.insert(root, (kind, settings));
                 }
-                Err(error) => report(error.into()),
+                Err(error) => report(error),
             }
             continue;
         }
@@ -137,7 +99,7 @@ pub fn discover(paths: &[PathBuf], resolver: &Arc<Resolver>) -> Discovered {
                 Ok(settings) => {
                     targets.insert(tidy(path), (kind, settings));
                 }
-                Err(error) => report(error.into()),
+                Err(error) => report(error),
             }
         }
     }

@@ -9,6 +9,7 @@ pub mod checker;
 pub mod cli;
 pub mod diagnostic;
 pub mod discovery;
+pub mod error;
 pub mod linter;
 pub mod parse;
 pub mod render;

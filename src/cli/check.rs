@@ -45,7 +45,7 @@ pub fn run(args: CheckArgs) -> u8 {
     };
     // Command-line selectors are checked once, up front, against the current folder's rules.
     if let Err(error) = resolver.for_folder(Path::new("."))
-        && error.path == Path::new("command line")
+        && error.is_command_line()
     {
         print_error(&error.message.to_string());
         return 2;
@@ -83,7 +83,7 @@ pub fn run(args: CheckArgs) -> u8 {
                 outcomes.push(outcome);
                 settings_used.push(settings);
             }
-            Err(error) => errors.push(error.into()),
+            Err(error) => errors.push(error),
         }
     } else {
         let paths = if args.paths.is_empty() {

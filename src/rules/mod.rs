@@ -15,10 +15,10 @@ use tree_sitter::{Node, QueryCursor};
 
 use crate::checker::Checker;
 use crate::diagnostic::Diagnostic;
+pub use crate::error::FileError;
 use crate::parse::python;
 pub use meta::RuleMeta;
 use meta::{Implementation, Origin};
-pub use pack::PackError;
 
 mod builtin {
     include!(concat!(env!("OUT_DIR"), "/builtin_rules.rs"));
@@ -64,7 +64,7 @@ impl RuleRegistry {
     }
 
     /// Parses the rule files compiled into the binary.
-    pub fn load_builtin() -> Result<RuleRegistry, Vec<PackError>> {
+    pub fn load_builtin() -> Result<RuleRegistry, Vec<FileError>> {
         let mut errors = Vec::new();
         let mut rules = Vec::new();
         for (path, text) in builtin::BUILTIN_RULE_FILES {
@@ -77,11 +77,10 @@ impl RuleRegistry {
                     if implemented {
                         rules.push(rule);
                     } else {
-                        errors.push(PackError {
-                            path: (*path).to_owned(),
-                            line: None,
-                            message: format!("{} says `implementation = \"rust\"` but `rules::rust_check` has no module for it", rule.code),
-                        });
+                        errors.push(FileError::new(
+                            *path,
+                            format!("{} says `implementation = \"rust\"` but `rules::rust_check` has no module for it", rule.code),
+                        ));
                     }
                 }
                 Err(error) => errors.push(error),
@@ -96,18 +95,17 @@ impl RuleRegistry {
     }
 
     /// This registry plus the declarative rules of each pack folder.
-    pub fn extended(&self, packs: &[PathBuf]) -> Result<RuleRegistry, Vec<PackError>> {
+    pub fn extended(&self, packs: &[PathBuf]) -> Result<RuleRegistry, Vec<FileError>> {
         let mut errors = Vec::new();
         let mut added = Vec::new();
         for folder in packs {
             let entries = match fs::read_dir(folder) {
                 Ok(entries) => entries,
                 Err(error) => {
-                    errors.push(PackError {
-                        path: folder.display().to_string(),
-                        line: None,
-                        message: format!("cannot read the rule pack folder: {error}"),
-                    });
+                    errors.push(FileError::new(
+                        folder,
+                        format!("cannot read the rule pack folder: {error}"),
+                    ));
                     continue;
                 }
             };
@@ -118,23 +116,20 @@ impl RuleRegistry {
                 .collect();
             files.sort();
             if files.is_empty() {
-                errors.push(PackError {
-                    path: folder.display().to_string(),
-                    line: None,
-                    message: "the rule pack folder holds no rule files (`<rule-name>.md`)"
-                        .to_owned(),
-                });
+                errors.push(FileError::new(
+                    folder,
+                    "the rule pack folder holds no rule files (`<rule-name>.md`)",
+                ));
             }
             for file in files {
                 match read_user_rule(&file) {
-                    Ok(rule) if rule.code.starts_with("TL") => errors.push(PackError {
-                        path: file.display().to_string(),
-                        line: None,
-                        message: format!(
+                    Ok(rule) if rule.code.starts_with("TL") => errors.push(FileError::new(
+                        &file,
+                        format!(
                             "`{}`: codes starting with `TL` are reserved for built-in rules; pick a prefix of your own, like `ACME101`",
                             rule.code
                         ),
-                    }),
+                    )),
                     Ok(rule) => added.push(rule),
                     Err(error) => errors.push(error),
                 }
@@ -151,17 +146,16 @@ impl RuleRegistry {
     fn from_rules(
         mut rules: Vec<Arc<RuleMeta>>,
         added: Vec<RuleMeta>,
-        errors: &mut Vec<PackError>,
+        errors: &mut Vec<FileError>,
     ) -> RuleRegistry {
         for rule in added {
             let clash = rules
                 .iter()
                 .find(|known| known.code == rule.code || known.name == rule.name);
             match clash {
-                Some(known) => errors.push(PackError {
-                    path: rule.origin.display(),
-                    line: None,
-                    message: format!(
+                Some(known) => errors.push(FileError::new(
+                    rule.origin.display(),
+                    format!(
                         "{} {} clashes with {} {} from {}: codes and names must be unique",
                         rule.code,
                         rule.name,
@@ -169,7 +163,7 @@ impl RuleRegistry {
                         known.name,
                         known.origin.display()
                     ),
-                }),
+                )),
                 None => rules.push(Arc::new(rule)),
             }
         }
@@ -197,12 +191,9 @@ impl RuleRegistry {
     }
 }
 
-fn read_user_rule(path: &Path) -> Result<RuleMeta, PackError> {
-    let text = fs::read_to_string(path).map_err(|error| PackError {
-        path: path.display().to_string(),
-        line: None,
-        message: format!("cannot read the rule file: {error}"),
-    })?;
+fn read_user_rule(path: &Path) -> Result<RuleMeta, FileError> {
+    let text = fs::read_to_string(path)
+        .map_err(|error| FileError::new(path, format!("cannot read the rule file: {error}")))?;
     pack::parse_rule_file(
         Origin::User {
             path: path.to_owned(),

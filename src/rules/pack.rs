@@ -2,7 +2,6 @@
 //! in the fixed layout, whose `python flagged` / `python not-flagged` code blocks are examples.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::Path;
 use std::sync::{Arc, LazyLock};
 
@@ -12,28 +11,12 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::diagnostic::Severity;
+use crate::error::FileError;
 use crate::rules::declarative::{DeclarativeRule, RawMatch};
 use crate::rules::meta::{
     DOC_SECTIONS, DocSection, Example, ExampleKind, Implementation, OptionKind, Origin, RuleMeta,
     RuleOption, TEST_CASES_SECTION,
 };
-
-/// A rule file that cannot be used, with where and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PackError {
-    pub path: String,
-    pub line: Option<usize>,
-    pub message: String,
-}
-
-impl fmt::Display for PackError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.line {
-            Some(line) => write!(f, "{}:{}: {}", self.path, line, self.message),
-            None => write!(f, "{}: {}", self.path, self.message),
-        }
-    }
-}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -69,11 +52,11 @@ static EXPECT_MARKER: LazyLock<Regex> =
 
 /// Parses one rule file. `path` is how errors name it; its file stem must be the rule's name
 /// and its directory the pack.
-pub fn parse_rule_file(origin: Origin, text: &str) -> Result<RuleMeta, PackError> {
+pub fn parse_rule_file(origin: Origin, text: &str) -> Result<RuleMeta, FileError> {
     let path_text = origin.display();
     let path = Path::new(&path_text);
-    let error = |offset: Option<usize>, message: String| PackError {
-        path: path_text.clone(),
+    let error = |offset: Option<usize>, message: String| FileError {
+        path: path_text.clone().into(),
         line: offset.map(|offset| line_of(text, offset)),
         message,
     };

@@ -1,30 +1,15 @@
 //! Finding and reading configuration files: `.torchlint.toml`, `torchlint.toml`, or the
 //! `[tool.torchlint]` table of `pyproject.toml`, keeping spans so errors name the line.
 
-use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use toml::de::{DeTable, DeValue};
 
+use crate::error::FileError;
+
 /// Config file names in the order they win when several sit in one folder.
 pub const CONFIG_FILE_NAMES: [&str; 3] = [".torchlint.toml", "torchlint.toml", "pyproject.toml"];
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
-    pub path: PathBuf,
-    pub line: Option<usize>,
-    pub message: String,
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.line {
-            Some(line) => write!(f, "{}:{}: {}", self.path.display(), line, self.message),
-            None => write!(f, "{}: {}", self.path.display(), self.message),
-        }
-    }
-}
 
 /// A config file holding torchlint settings, kept as text: its spanned table is re-parsed
 /// on demand (it borrows from the text) so every error can name its line.
@@ -41,8 +26,8 @@ impl ConfigFile {
         self.path.parent().unwrap_or(Path::new("."))
     }
 
-    pub fn error_at(&self, offset: usize, message: impl Into<String>) -> ConfigError {
-        ConfigError {
+    pub fn error_at(&self, offset: usize, message: impl Into<String>) -> FileError {
+        FileError {
             path: self.path.clone(),
             line: Some(line_of(&self.text, offset)),
             message: message.into(),
@@ -82,13 +67,13 @@ fn torchlint_table(document: DeTable<'_>) -> Option<DeTable<'_>> {
 
 /// Reads a config file named by the user or found by discovery. A `pyproject.toml` without a
 /// `[tool.torchlint]` table yields `None` (it configures other tools).
-pub fn read(path: &Path) -> Result<Option<ConfigFile>, ConfigError> {
-    let text = fs::read_to_string(path).map_err(|error| ConfigError {
+pub fn read(path: &Path) -> Result<Option<ConfigFile>, FileError> {
+    let text = fs::read_to_string(path).map_err(|error| FileError {
         path: path.to_owned(),
         line: None,
         message: format!("cannot read the config file: {error}"),
     })?;
-    let document = DeTable::parse(&text).map_err(|error| ConfigError {
+    let document = DeTable::parse(&text).map_err(|error| FileError {
         path: path.to_owned(),
         line: error.span().map(|span| line_of(&text, span.start)),
         message: format!("invalid TOML: {}", error.message().trim()),
@@ -122,7 +107,7 @@ pub fn read(path: &Path) -> Result<Option<ConfigFile>, ConfigError> {
 }
 
 /// The config file that governs `directory` itself (not its parents), if any.
-pub fn find_in(directory: &Path) -> Result<Option<ConfigFile>, ConfigError> {
+pub fn find_in(directory: &Path) -> Result<Option<ConfigFile>, FileError> {
     for name in CONFIG_FILE_NAMES {
         let candidate = directory.join(name);
         if candidate.is_file()

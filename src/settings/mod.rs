@@ -13,8 +13,9 @@ use globset::{Glob, GlobSet, GlobSetBuilder};
 use toml::Spanned;
 use toml::de::DeValue;
 
+use crate::error::FileError;
 use crate::rules::{Dispatch, RuleMeta, RuleRegistry};
-pub use config_file::{ConfigError, ConfigFile};
+pub use config_file::ConfigFile;
 use selector::{SelectionLayer, Selector};
 
 /// Folders no one wants linted; `exclude` replaces this list, `extend-exclude` adds to it.
@@ -124,11 +125,11 @@ const KNOWN_KEYS: &str = "select, extend-select, ignore, per-file-ignores, exclu
 
 impl Settings {
     /// Settings with no config file: default rules, default excludes, `root` for globs.
-    pub fn defaults(root: &Path, cli: &CliOverrides) -> Result<Settings, ConfigError> {
+    pub fn defaults(root: &Path, cli: &CliOverrides) -> Result<Settings, FileError> {
         Settings::build(None, root, cli)
     }
 
-    pub fn from_config(config: &ConfigFile, cli: &CliOverrides) -> Result<Settings, ConfigError> {
+    pub fn from_config(config: &ConfigFile, cli: &CliOverrides) -> Result<Settings, FileError> {
         Settings::build(Some(config), config.directory(), cli)
     }
 
@@ -136,13 +137,9 @@ impl Settings {
         config: Option<&ConfigFile>,
         root: &Path,
         cli: &CliOverrides,
-    ) -> Result<Settings, ConfigError> {
+    ) -> Result<Settings, FileError> {
         let root = std::path::absolute(root).unwrap_or_else(|_| root.to_owned());
-        let cli_error = |message: String| ConfigError {
-            path: PathBuf::from("command line"),
-            line: None,
-            message,
-        };
+        let cli_error = |message: String| FileError::command_line(message);
 
         let mut raw = RawOptions::default();
         if let Some(config) = config {
@@ -169,7 +166,7 @@ impl Settings {
         };
 
         // Selection: the config layer, then the command line.
-        let parse_spanned = |items: &[(String, usize)]| -> Result<Vec<Selector>, ConfigError> {
+        let parse_spanned = |items: &[(String, usize)]| -> Result<Vec<Selector>, FileError> {
             items
                 .iter()
                 .map(|(text, offset)| {
@@ -181,7 +178,7 @@ impl Settings {
                 })
                 .collect()
         };
-        let parse_cli = |items: &[String]| -> Result<Vec<Selector>, ConfigError> {
+        let parse_cli = |items: &[String]| -> Result<Vec<Selector>, FileError> {
             items
                 .iter()
                 .map(|text| Selector::parse(text, &registry).map_err(&cli_error))
@@ -341,7 +338,7 @@ impl Settings {
     }
 }
 
-fn load_packs(folders: &[PathBuf]) -> Result<Arc<RuleRegistry>, Vec<crate::rules::PackError>> {
+fn load_packs(folders: &[PathBuf]) -> Result<Arc<RuleRegistry>, Vec<FileError>> {
     let mut cache = EXTENDED_REGISTRIES
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -378,7 +375,7 @@ struct RawRuleOption {
 }
 
 impl RawOptions {
-    fn read(config: &ConfigFile) -> Result<RawOptions, ConfigError> {
+    fn read(config: &ConfigFile) -> Result<RawOptions, FileError> {
         let mut raw = RawOptions::default();
         for (key, value) in config.table() {
             let offset = key.span().start;
@@ -438,7 +435,7 @@ fn string_list(
     config: &ConfigFile,
     key: &str,
     value: &Spanned<DeValue<'_>>,
-) -> Result<Vec<(String, usize)>, ConfigError> {
+) -> Result<Vec<(String, usize)>, FileError> {
     let error = |offset: usize| {
         config.error_at(
             offset,

@@ -5,10 +5,11 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use super::config_file::{self, ConfigError};
+use super::config_file;
 use super::{CliOverrides, Settings};
+use crate::error::FileError;
 
-type Resolved = Result<Arc<Settings>, ConfigError>;
+type Resolved = Result<Arc<Settings>, FileError>;
 
 pub struct Resolver {
     cli: CliOverrides,
@@ -20,7 +21,7 @@ pub struct Resolver {
 
 impl Resolver {
     /// `config` is the `--config` file; an error in it stops the run before any linting.
-    pub fn new(cli: CliOverrides, config: Option<&Path>) -> Result<Resolver, ConfigError> {
+    pub fn new(cli: CliOverrides, config: Option<&Path>) -> Result<Resolver, FileError> {
         let default_root = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
         let forced = match config {
             None => None,
@@ -28,7 +29,7 @@ impl Resolver {
                 let settings = match config_file::read(path)? {
                     Some(file) => Settings::from_config(&file, &cli)?,
                     None => {
-                        return Err(ConfigError {
+                        return Err(FileError {
                             path: path.to_owned(),
                             line: None,
                             message: "has no `[tool.torchlint]` table".to_owned(),
