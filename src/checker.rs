@@ -11,46 +11,22 @@ use tree_sitter::{Node, QueryCursor, Tree};
 use crate::diagnostic::Diagnostic;
 use crate::parse::{Descend, FIELDS, KINDS, Visit, text, walk};
 use crate::rules::RuleMeta;
-use crate::rules::declarative::{self, Context};
+use crate::rules::declarative::Context;
 use crate::semantic::scope::ScopeId;
+pub use crate::semantic::grad::GradMode;
+use crate::semantic::analysis::Analysis;
 use crate::semantic::{SemanticModel, training};
 use crate::settings::Settings;
 use crate::source::{SourceFile, TextRange};
 
-/// Whether autograd records operations at a point of the program, as far as the enclosing
-/// code shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GradMode {
-    Enabled,
-    Disabled,
-    /// `torch.set_grad_enabled(flag)` with a flag only known at run time.
-    Conditional,
-    /// Inside a function with no grad context of its own: it depends on the caller.
-    FromCaller,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum GradEffect {
-    Disable,
-    Enable,
-    Conditional,
-}
-
 #[derive(Debug, Clone, Copy)]
 enum FrameKind {
-    Function {
-        grad: Option<GradEffect>,
-    },
+    Function,
     /// Lambdas and classes: code inside runs at another time than the surrounding code.
     OtherScope,
     Loop,
-    With {
-        grad: Option<GradEffect>,
-    },
     Except,
-    If {
-        debug_guard: bool,
-    },
+    If { debug_guard: bool },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -78,6 +54,7 @@ pub struct Checker<'a> {
     pub tree: &'a Tree,
     pub model: &'a SemanticModel<'a>,
     pub settings: &'a Settings,
+    pub analysis: Analysis<'a>,
     frames: Vec<Frame<'a>>,
     scopes: Vec<ScopeId>,
     /// The last node resolved and its qualified name: the rules at one call node all ask
@@ -98,6 +75,7 @@ pub fn check<'a>(
         tree,
         model,
         settings,
+        analysis: Analysis::new(model, tree.root_node(), source.text()),
         frames: Vec::new(),
         scopes: vec![0],
         resolved: std::cell::RefCell::new(None),
@@ -175,17 +153,11 @@ impl<'a> Checker<'a> {
             self.scopes.push(scope);
         }
         let frame = if kind == k.function_definition {
-            Some(FrameKind::Function {
-                grad: self.decorator_grad_effect(node),
-            })
+            Some(FrameKind::Function)
         } else if kind == k.lambda || kind == k.class_definition {
             Some(FrameKind::OtherScope)
         } else if kind == k.for_statement || kind == k.while_statement {
             Some(FrameKind::Loop)
-        } else if kind == k.with_statement {
-            Some(FrameKind::With {
-                grad: self.with_grad_effect(node),
-            })
         } else if kind == k.except_clause {
             Some(FrameKind::Except)
         } else if kind == k.if_statement {
@@ -249,7 +221,7 @@ impl<'a> Checker<'a> {
         self.frames.iter().rev().take_while(|frame| {
             !matches!(
                 frame.kind,
-                FrameKind::Function { .. } | FrameKind::OtherScope
+                FrameKind::Function | FrameKind::OtherScope
             )
         })
     }
@@ -258,29 +230,14 @@ impl<'a> Checker<'a> {
         self.frames.iter().rev().find(|frame| {
             matches!(
                 frame.kind,
-                FrameKind::Function { .. } | FrameKind::OtherScope
+                FrameKind::Function | FrameKind::OtherScope
             )
         })
     }
 
-    pub fn grad_mode(&self) -> GradMode {
-        for frame in self.frames.iter().rev() {
-            match frame.kind {
-                FrameKind::With { grad: Some(effect) }
-                | FrameKind::Function { grad: Some(effect) } => {
-                    return match effect {
-                        GradEffect::Disable => GradMode::Disabled,
-                        GradEffect::Enable => GradMode::Enabled,
-                        GradEffect::Conditional => GradMode::Conditional,
-                    };
-                }
-                FrameKind::Function { grad: None } | FrameKind::OtherScope => {
-                    return GradMode::FromCaller;
-                }
-                _ => {}
-            }
-        }
-        GradMode::Enabled
+    /// Grad mode at a node, with the callers of its function taken into account.
+    pub fn grad_mode(&self, node: Node<'_>) -> GradMode {
+        self.analysis.grad().mode_at(node.start_byte())
     }
 
     /// Evidence that the current point runs once per batch: the nearest enclosing loop of the
@@ -348,6 +305,32 @@ impl<'a> Checker<'a> {
             });
         }
         None
+    }
+
+    /// The loops of the current function around the current node, innermost first.
+    pub fn enclosing_loops(&self) -> Vec<Node<'a>> {
+        self.frames_in_function()
+            .filter(|frame| matches!(frame.kind, FrameKind::Loop))
+            .map(|frame| frame.node)
+            .collect()
+    }
+
+    /// The conditions of the `if` statements of the current function around the node.
+    pub fn enclosing_conditions(&self) -> Vec<&'a str> {
+        self.frames_in_function()
+            .filter(|frame| matches!(frame.kind, FrameKind::If { .. }))
+            .filter_map(|frame| frame.node.child_by_field_id(FIELDS.condition))
+            .map(|condition| self.node_text(condition))
+            .collect()
+    }
+
+    /// The function (`def`) around the current node, with its facts.
+    pub fn current_function(&self) -> Option<(Node<'a>, &'a crate::semantic::FunctionFacts)> {
+        let frame = self.enclosing_function()?;
+        if !matches!(frame.kind, FrameKind::Function) {
+            return None;
+        }
+        Some((frame.node, self.model.function_facts(frame.node)?))
     }
 
     /// The innermost loop of the current function, if any.
@@ -482,79 +465,6 @@ impl<'a> Checker<'a> {
     /// The value of a rule option from the file's settings, or its declared default.
     pub fn option(&self, rule: &RuleMeta, name: &str) -> Option<toml::Value> {
         self.settings.rule_option(rule, name)
-    }
-
-    fn decorator_grad_effect(&self, function: Node<'_>) -> Option<GradEffect> {
-        let parent = function.parent()?;
-        if parent.kind_id() != KINDS.decorated_definition {
-            return None;
-        }
-        let mut cursor = parent.walk();
-        let decorators: Vec<Node<'_>> = parent
-            .named_children(&mut cursor)
-            .filter(|child| child.kind_id() == KINDS.decorator)
-            .collect();
-        decorators.into_iter().find_map(|decorator| {
-            let expression = decorator.named_child(0)?;
-            self.grad_effect_of(expression)
-        })
-    }
-
-    fn with_grad_effect(&self, with: Node<'_>) -> Option<GradEffect> {
-        let clause = with
-            .named_children(&mut with.walk())
-            .find(|child| child.kind() == "with_clause")?;
-        let mut cursor = clause.walk();
-        let items: Vec<Node<'_>> = clause.named_children(&mut cursor).collect();
-        items.into_iter().find_map(|item| {
-            let mut value = item.child_by_field_id(FIELDS.value)?;
-            if value.kind_id() == KINDS.as_pattern {
-                value = value.named_child(0)?;
-            }
-            self.grad_effect_of(value)
-        })
-    }
-
-    /// `torch.no_grad()`, `torch.inference_mode()`, `torch.set_grad_enabled(False)`,
-    /// `torch.enable_grad()`, and the bare decorator forms.
-    fn grad_effect_of(&self, expression: Node<'_>) -> Option<GradEffect> {
-        let (callee, arguments) = if expression.kind_id() == KINDS.call {
-            (
-                expression.child_by_field_id(FIELDS.function)?,
-                expression.child_by_field_id(FIELDS.arguments),
-            )
-        } else {
-            (expression, None)
-        };
-        let name = self.qualified_name(callee)?;
-        let first_argument = arguments.and_then(|arguments| {
-            declarative::find_argument(arguments, self.text(), Some("mode"), Some(0))
-                .found()
-                .map(|value| self.node_text(value).trim().to_owned())
-        });
-        match name.as_str() {
-            "torch.no_grad" | "torch.autograd.no_grad" | "torch.autograd.grad_mode.no_grad" => {
-                Some(GradEffect::Disable)
-            }
-            "torch.inference_mode" | "torch.autograd.grad_mode.inference_mode" => {
-                match first_argument.as_deref() {
-                    None | Some("True") => Some(GradEffect::Disable),
-                    Some("False") => None,
-                    Some(_) => Some(GradEffect::Conditional),
-                }
-            }
-            "torch.enable_grad"
-            | "torch.autograd.enable_grad"
-            | "torch.autograd.grad_mode.enable_grad" => Some(GradEffect::Enable),
-            "torch.set_grad_enabled"
-            | "torch.autograd.set_grad_enabled"
-            | "torch.autograd.grad_mode.set_grad_enabled" => match first_argument.as_deref() {
-                Some("False") => Some(GradEffect::Disable),
-                Some("True") => Some(GradEffect::Enable),
-                _ => Some(GradEffect::Conditional),
-            },
-            _ => None,
-        }
     }
 }
 

@@ -66,6 +66,8 @@ pub struct Fix {
 #[derive(Debug, Clone)]
 pub struct Diagnostic {
     pub rule: Arc<RuleMeta>,
+    /// The rule's default severity, unless the finding is graver or milder than usual.
+    pub severity: Severity,
     pub message: String,
     pub range: TextRange,
     pub labels: Vec<Label>,
@@ -77,6 +79,7 @@ impl Diagnostic {
     pub fn new(rule: &Arc<RuleMeta>, message: impl Into<String>, range: TextRange) -> Self {
         Diagnostic {
             rule: Arc::clone(rule),
+            severity: rule.severity,
             message: message.into(),
             range,
             labels: Vec::new(),
@@ -98,7 +101,7 @@ impl Diagnostic {
     }
 
     pub fn severity(&self) -> Severity {
-        self.rule.severity
+        self.severity
     }
 }
 

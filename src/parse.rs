@@ -162,6 +162,22 @@ pub struct Kinds {
     pub none: u16,
     pub default_parameter: u16,
     pub typed_default_parameter: u16,
+    pub concatenated_string: u16,
+    pub binary_operator: u16,
+    pub boolean_operator: u16,
+    pub unary_operator: u16,
+    pub not_operator: u16,
+    pub comparison_operator: u16,
+    pub conditional_expression: u16,
+    pub tuple: u16,
+    pub list: u16,
+    pub expression_list: u16,
+    pub dictionary: u16,
+    pub set: u16,
+    pub expression_statement: u16,
+    pub return_statement: u16,
+    pub pattern_list: u16,
+    pub tuple_pattern: u16,
 }
 
 pub static KINDS: LazyLock<Kinds> = LazyLock::new(|| {
@@ -222,6 +238,22 @@ pub static KINDS: LazyLock<Kinds> = LazyLock::new(|| {
         none: id("none"),
         default_parameter: id("default_parameter"),
         typed_default_parameter: id("typed_default_parameter"),
+        concatenated_string: id("concatenated_string"),
+        binary_operator: id("binary_operator"),
+        boolean_operator: id("boolean_operator"),
+        unary_operator: id("unary_operator"),
+        not_operator: id("not_operator"),
+        comparison_operator: id("comparison_operator"),
+        conditional_expression: id("conditional_expression"),
+        tuple: id("tuple"),
+        list: id("list"),
+        expression_list: id("expression_list"),
+        dictionary: id("dictionary"),
+        set: id("set"),
+        expression_statement: id("expression_statement"),
+        return_statement: id("return_statement"),
+        pattern_list: id("pattern_list"),
+        tuple_pattern: id("tuple_pattern"),
     }
 });
 
@@ -242,6 +274,10 @@ pub struct Fields {
     pub parameters: u16,
     pub right: u16,
     pub value: u16,
+    pub superclasses: u16,
+    pub argument: u16,
+    pub operator: u16,
+    pub type_: u16,
 }
 
 impl Fields {
@@ -273,6 +309,10 @@ pub static FIELDS: LazyLock<Fields> = LazyLock::new(|| {
         parameters: id("parameters"),
         right: id("right"),
         value: id("value"),
+        superclasses: id("superclasses"),
+        argument: id("argument"),
+        operator: id("operator"),
+        type_: id("type"),
     }
 });
 

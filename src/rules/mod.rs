@@ -2,6 +2,7 @@
 //! per-node-kind dispatch table the checker walks with.
 
 pub mod declarative;
+pub mod memory;
 pub mod meta;
 pub mod pack;
 pub mod performance;
@@ -39,6 +40,14 @@ pub trait Check: Send + Sync {
 /// The Rust implementation of a rule whose file says `implementation = "rust"`.
 pub fn rust_check(code: &str) -> Option<&'static dyn Check> {
     match code {
+        "TL101" => Some(&memory::eval_without_no_grad::EvalWithoutNoGrad),
+        "TL102" => Some(&memory::tensor_accumulated::TensorAccumulated),
+        "TL103" => Some(&memory::missing_detach::MissingDetach),
+        "TL104" => Some(&memory::gpu_collection::GpuCollection),
+        "TL105" => Some(&memory::float64_data::Float64Data),
+        "TL106" => Some(&memory::pinned_workers::PinnedWorkers),
+        "TL107" => Some(&memory::retain_graph_in_loop::RetainGraphInLoop),
+        "TL109" => Some(&memory::hook_in_loop::HookInLoop),
         "TL201" => Some(&performance::empty_cache_in_loop::EmptyCacheInLoop),
         _ => None,
     }

@@ -5,8 +5,13 @@
 //! at, in document order. Rules therefore see the complete module (imports written below a
 //! function, whether a loop trains) without a second walk.
 
+pub mod analysis;
+pub mod constants;
+pub mod grad;
+pub mod modules;
 pub mod scope;
 pub mod training;
+pub mod values;
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -16,7 +21,7 @@ use std::sync::LazyLock;
 
 use crate::parse::{FIELDS, KINDS, Visit, text};
 use crate::source::TextRange;
-use scope::{Binding, BindingKind, ScopeId, ScopeKind, Scopes};
+use scope::{Binding, BindingKind, ScopeId, ScopeKind, Scopes, Site};
 
 #[derive(Debug)]
 pub struct SemanticModel<'a> {
@@ -27,9 +32,45 @@ pub struct SemanticModel<'a> {
     scope_of_node: HashMap<usize, ScopeId>,
     loops: HashMap<usize, LoopFacts>,
     functions: HashMap<usize, FunctionFacts>,
-    functions_by_name: HashMap<&'a str, Vec<usize>>,
+    functions_by_name: HashMap<&'a str, Vec<Node<'a>>>,
     pub comments: Vec<TextRange>,
     pub syntax_errors: Vec<SyntaxError>,
+    /// `obj.attr = value` (and `+=`), in document order.
+    pub attribute_assignments: Vec<AttributeAssignment<'a>>,
+    /// `x.eval()` / `x.train()` calls, in document order.
+    pub mode_calls: Vec<ModeCall<'a>>,
+    /// Every call, by the name it calls: `f(...)` under `f`, `obj.m(...)` under `m`.
+    pub calls_by_name: HashMap<&'a str, Vec<Node<'a>>>,
+    pub classes: Vec<ClassInfo<'a>>,
+}
+
+/// `obj.attr = value` or `obj.attr += value` (or `obj.attr` as the `index`th target of a tuple
+/// assignment).
+#[derive(Debug, Clone, Copy)]
+pub struct AttributeAssignment<'a> {
+    pub object: &'a str,
+    pub attribute: &'a str,
+    pub site: scope::Site<'a>,
+    /// The assignment statement.
+    pub node: Node<'a>,
+}
+
+/// `model.eval()` (`eval: true`) or `model.train()` / `model.train(False)`.
+#[derive(Debug, Clone, Copy)]
+pub struct ModeCall<'a> {
+    pub receiver: &'a str,
+    pub eval: bool,
+    pub node: Node<'a>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ClassInfo<'a> {
+    pub name: &'a str,
+    pub node: Node<'a>,
+    /// The base-class expressions (`nn.Module`, `LitBase`).
+    pub bases: Vec<Node<'a>>,
+    /// Method name → function node.
+    pub methods: Vec<(&'a str, Node<'a>)>,
 }
 
 /// What the walk learned about one `for`/`while` loop.
@@ -59,6 +100,8 @@ pub struct FunctionFacts {
     pub contains_training: bool,
     /// `def name(...)`, without the body.
     pub header: TextRange,
+    /// The class it is a method of (an index into `SemanticModel::classes`).
+    pub class: Option<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,7 +136,20 @@ impl<'a> SemanticModel<'a> {
             .get(name)
             .into_iter()
             .flatten()
-            .filter_map(|id| self.functions.get(id))
+            .filter_map(|node| self.functions.get(&node.id()))
+    }
+
+    /// Function nodes defined in this module with this name.
+    pub fn function_nodes_named(&self, name: &str) -> impl Iterator<Item = Node<'a>> + '_ {
+        self.functions_by_name.get(name).into_iter().flatten().copied()
+    }
+
+    pub fn function_facts_by_id(&self, id: usize) -> Option<&FunctionFacts> {
+        self.functions.get(&id)
+    }
+
+    pub fn class_named(&self, name: &str) -> Option<&ClassInfo<'a>> {
+        self.classes.iter().find(|class| class.name == name)
     }
 }
 
@@ -103,6 +159,7 @@ enum Open {
     Loop { node: usize },
     Function { node: usize },
     OpaqueScope { node: usize },
+    Class { node: usize },
 }
 
 impl Open {
@@ -111,7 +168,8 @@ impl Open {
             Open::Scope { node }
             | Open::Loop { node }
             | Open::Function { node }
-            | Open::OpaqueScope { node } => *node,
+            | Open::OpaqueScope { node }
+            | Open::Class { node } => *node,
         }
     }
 }
@@ -128,10 +186,16 @@ struct Builder<'a> {
     open: Vec<Open>,
     loops: HashMap<usize, LoopFacts>,
     functions: HashMap<usize, FunctionFacts>,
-    functions_by_name: HashMap<&'a str, Vec<usize>>,
+    functions_by_name: HashMap<&'a str, Vec<Node<'a>>>,
     comments: Vec<TextRange>,
     syntax_errors: Vec<SyntaxError>,
     error_depth: usize,
+    attribute_assignments: Vec<AttributeAssignment<'a>>,
+    mode_calls: Vec<ModeCall<'a>>,
+    calls_by_name: HashMap<&'a str, Vec<Node<'a>>>,
+    classes: Vec<ClassInfo<'a>>,
+    /// Indices into `classes` of the classes the walk is inside.
+    class_stack: Vec<usize>,
 }
 
 /// What the builder does at a node kind, looked up once per node in a table indexed by kind id.
@@ -265,7 +329,7 @@ static KIND_TABLE: LazyLock<Vec<KindInfo>> = LazyLock::new(|| {
 impl<'a> Builder<'a> {
     fn new(source: &'a str, has_errors: bool, rule_kinds: &[bool]) -> Self {
         let mut scopes = Scopes::default();
-        let module = scopes.push(ScopeKind::Module, None);
+        let module = scopes.push(ScopeKind::Module, None, 0..source.len() + 1, None);
         let mut kinds = KIND_TABLE.clone();
         for (info, &rule_starts_here) in kinds.iter_mut().zip(rule_kinds) {
             info.skeleton |= rule_starts_here;
@@ -285,6 +349,11 @@ impl<'a> Builder<'a> {
             comments: Vec::new(),
             syntax_errors: Vec::new(),
             error_depth: 0,
+            attribute_assignments: Vec::new(),
+            mode_calls: Vec::new(),
+            calls_by_name: HashMap::default(),
+            classes: Vec::new(),
+            class_stack: Vec::new(),
         }
     }
 
@@ -328,6 +397,10 @@ impl<'a> Builder<'a> {
             functions_by_name: self.functions_by_name,
             comments: self.comments,
             syntax_errors: self.syntax_errors,
+            attribute_assignments: self.attribute_assignments,
+            mode_calls: self.mode_calls,
+            calls_by_name: self.calls_by_name,
+            classes: self.classes,
         }
     }
 
@@ -361,19 +434,29 @@ impl<'a> Builder<'a> {
                 if let Some(call) = training::training_step_call(node, self.source) {
                     self.mark_training(call);
                 }
+                self.record_call(node);
             }
             Action::Import => self.bind_import(node),
             Action::ImportFrom => self.bind_import_from(node),
             Action::Assignment => self.bind_assignment(node),
             Action::AugmentedAssignment => {
                 if let Some(left) = node.child_by_field_id(FIELDS.left) {
-                    self.bind_targets(left, node.end_byte());
+                    if left.kind_id() == KINDS.attribute {
+                        self.record_attribute_assignment(left, Site::Augmented(node), node);
+                    } else {
+                        self.bind_targets(left, node.end_byte(), Site::Augmented(node));
+                    }
                 }
             }
             Action::Loop => {
                 let is_for = kind == KINDS.for_statement;
-                if is_for && let Some(left) = node.child_by_field_id(FIELDS.left) {
-                    self.bind_targets(left, node.start_byte());
+                if is_for
+                    && let (Some(left), Some(iterable)) = (
+                        node.child_by_field_id(FIELDS.left),
+                        node.child_by_field_id(FIELDS.right),
+                    )
+                {
+                    self.bind_tuple(left, node.start_byte(), |index| Site::Loop { iterable, index });
                 }
                 let header_end = node
                     .child_by_field_id(if is_for {
@@ -393,8 +476,11 @@ impl<'a> Builder<'a> {
                 needs_leave = true;
             }
             Action::ForIn => {
-                if let Some(left) = node.child_by_field_id(FIELDS.left) {
-                    self.bind_targets(left, node.start_byte());
+                if let (Some(left), Some(iterable)) = (
+                    node.child_by_field_id(FIELDS.left),
+                    node.child_by_field_id(FIELDS.right),
+                ) {
+                    self.bind_tuple(left, node.start_byte(), |index| Site::Loop { iterable, index });
                 }
             }
             Action::Function => {
@@ -402,21 +488,34 @@ impl<'a> Builder<'a> {
                 needs_leave = true;
             }
             Action::Class => {
-                if let Some(name) = node.child_by_field_id(FIELDS.name) {
-                    self.bind(
-                        text(name, self.source),
-                        BindingKind::Definition,
-                        name.start_byte(),
-                    );
+                let name = node
+                    .child_by_field_id(FIELDS.name)
+                    .map_or("", |name| text(name, self.source));
+                if let Some(name_node) = node.child_by_field_id(FIELDS.name) {
+                    self.bind(name, BindingKind::Definition, name_node.start_byte(), Site::Opaque);
                 }
+                let bases = node
+                    .child_by_field_id(FIELDS.superclasses)
+                    .map(|list| {
+                        let mut cursor = list.walk();
+                        list.named_children(&mut cursor).collect()
+                    })
+                    .unwrap_or_default();
+                self.classes.push(ClassInfo {
+                    name,
+                    node,
+                    bases,
+                    methods: Vec::new(),
+                });
+                self.class_stack.push(self.classes.len() - 1);
                 self.open_scope(node, ScopeKind::Class);
-                self.open.push(Open::OpaqueScope { node: node.id() });
+                self.open.push(Open::Class { node: node.id() });
                 needs_leave = true;
             }
             Action::Lambda => {
                 self.open_scope(node, ScopeKind::Lambda);
                 if let Some(parameters) = node.child_by_field_id(FIELDS.parameters) {
-                    self.bind_parameters(parameters);
+                    self.bind_parameters(node, parameters);
                 }
                 self.open.push(Open::OpaqueScope { node: node.id() });
                 needs_leave = true;
@@ -428,17 +527,24 @@ impl<'a> Builder<'a> {
             }
             Action::AsPattern => {
                 if let Some(alias) = node.child_by_field_id(FIELDS.alias) {
-                    self.bind_targets(alias, node.end_byte());
+                    let site = match node.named_child(0) {
+                        Some(value) => Site::Value { value, index: None },
+                        None => Site::Opaque,
+                    };
+                    self.bind_targets(alias, node.end_byte(), site);
                 }
             }
             Action::Except => {
                 if let Some(alias) = node.child_by_field_id(FIELDS.alias) {
-                    self.bind_targets(alias, node.start_byte());
+                    self.bind_targets(alias, node.start_byte(), Site::Opaque);
                 }
             }
             Action::NamedExpression => {
-                if let Some(name) = node.child_by_field_id(FIELDS.name) {
-                    self.bind_targets(name, node.end_byte());
+                if let (Some(name), Some(value)) = (
+                    node.child_by_field_id(FIELDS.name),
+                    node.child_by_field_id(FIELDS.value),
+                ) {
+                    self.bind_targets(name, node.end_byte(), Site::Value { value, index: None });
                 }
             }
             Action::Global => {
@@ -493,6 +599,10 @@ impl<'a> Builder<'a> {
                 Some(Open::Scope { .. } | Open::OpaqueScope { .. } | Open::Function { .. }) => {
                     self.scope_stack.pop();
                 }
+                Some(Open::Class { .. }) => {
+                    self.scope_stack.pop();
+                    self.class_stack.pop();
+                }
                 Some(Open::Loop { .. }) | None => {}
             }
         }
@@ -515,37 +625,45 @@ impl<'a> Builder<'a> {
         }
     }
 
-    fn enter_function(&mut self, node: Node<'_>) {
+    fn enter_function(&mut self, node: Node<'a>) {
         let name: &'a str = node
             .child_by_field_id(FIELDS.name)
             .map_or("", |name| text(name, self.source));
         if let Some(name_node) = node.child_by_field_id(FIELDS.name) {
-            self.bind(name, BindingKind::Definition, name_node.start_byte());
+            self.bind(name, BindingKind::Definition, name_node.start_byte(), Site::Opaque);
         }
         let header_end = node
             .child_by_field_id(FIELDS.parameters)
             .map_or(node.start_byte(), |p| p.end_byte());
+        // A method: defined directly in a class body.
+        let class = match (self.scopes.get(self.scope()).kind, self.class_stack.last()) {
+            (ScopeKind::Class, Some(&class)) => {
+                self.classes[class].methods.push((name, node));
+                Some(class)
+            }
+            _ => None,
+        };
         self.functions.insert(
             node.id(),
             FunctionFacts {
                 name: name.to_owned(),
                 header: node.start_byte()..header_end,
+                class,
                 ..FunctionFacts::default()
             },
         );
-        self.functions_by_name
-            .entry(name)
-            .or_default()
-            .push(node.id());
+        self.functions_by_name.entry(name).or_default().push(node);
         self.open_scope(node, ScopeKind::Function);
         if let Some(parameters) = node.child_by_field_id(FIELDS.parameters) {
-            self.bind_parameters(parameters);
+            self.bind_parameters(node, parameters);
         }
         self.open.push(Open::Function { node: node.id() });
     }
 
-    fn open_scope(&mut self, node: Node<'_>, kind: ScopeKind) {
-        let id = self.scopes.push(kind, Some(self.scope()));
+    fn open_scope(&mut self, node: Node<'a>, kind: ScopeKind) {
+        let id = self
+            .scopes
+            .push(kind, Some(self.scope()), node.byte_range(), Some(node));
         self.scope_of_node.insert(node.id(), id);
         self.scope_stack.push(id);
     }
@@ -578,15 +696,64 @@ impl<'a> Builder<'a> {
                     }
                     return;
                 }
-                Open::OpaqueScope { .. } => return,
+                Open::OpaqueScope { .. } | Open::Class { .. } => return,
                 Open::Scope { .. } => {}
             }
         }
     }
 
-    fn bind(&mut self, name: &'a str, kind: BindingKind, offset: usize) {
+    fn bind(&mut self, name: &'a str, kind: BindingKind, offset: usize, site: Site<'a>) {
         let scope = self.scope();
-        self.scopes.bind(scope, name, Binding { kind, offset });
+        self.scopes.bind(scope, name, Binding { kind, offset, site });
+    }
+
+    /// Records what a call calls (for call-site analysis) and `x.eval()` / `x.train()`.
+    fn record_call(&mut self, call: Node<'a>) {
+        let Some(function) = call.child_by_field_id(FIELDS.function) else {
+            return;
+        };
+        let kind = function.kind_id();
+        let name = if kind == KINDS.identifier {
+            text(function, self.source)
+        } else if kind == KINDS.attribute {
+            let Some(attribute) = function.child_by_field_id(FIELDS.attribute) else {
+                return;
+            };
+            let name = text(attribute, self.source);
+            if name == "eval" || name == "train" {
+                let eval = name == "eval"
+                    || call
+                        .child_by_field_id(FIELDS.arguments)
+                        .and_then(|arguments| arguments.named_child(0))
+                        .is_some_and(|first| text(first, self.source) == "False");
+                if let Some(object) = function.child_by_field_id(FIELDS.object) {
+                    self.mode_calls.push(ModeCall {
+                        receiver: text(object, self.source),
+                        eval,
+                        node: call,
+                    });
+                }
+            }
+            name
+        } else {
+            return;
+        };
+        self.calls_by_name.entry(name).or_default().push(call);
+    }
+
+    fn record_attribute_assignment(&mut self, target: Node<'a>, site: Site<'a>, statement: Node<'a>) {
+        let (Some(object), Some(attribute)) = (
+            target.child_by_field_id(FIELDS.object),
+            target.child_by_field_id(FIELDS.attribute),
+        ) else {
+            return;
+        };
+        self.attribute_assignments.push(AttributeAssignment {
+            object: text(object, self.source),
+            attribute: text(attribute, self.source),
+            site,
+            node: statement,
+        });
     }
 
     fn bind_import(&mut self, node: Node<'_>) {
@@ -604,12 +771,18 @@ impl<'a> Builder<'a> {
                     text(alias, self.source),
                     BindingKind::Import(qualified.into()),
                     node.end_byte(),
+                    Site::Opaque,
                 );
             } else {
                 // `import a.b.c` binds `a`.
                 let head = name.named_child(0).unwrap_or(name);
                 let head = text(head, self.source);
-                self.bind(head, BindingKind::Import(head.into()), node.end_byte());
+                self.bind(
+                    head,
+                    BindingKind::Import(head.into()),
+                    node.end_byte(),
+                    Site::Opaque,
+                );
             }
         }
     }
@@ -646,37 +819,93 @@ impl<'a> Builder<'a> {
                 bound,
                 BindingKind::Import(qualified.into()),
                 node.end_byte(),
+                Site::Opaque,
             );
         }
     }
 
-    fn bind_assignment(&mut self, node: Node<'_>) {
+    fn bind_assignment(&mut self, node: Node<'a>) {
         let Some(left) = node.child_by_field_id(FIELDS.left) else {
             return;
         };
-        let right = node.child_by_field_id(FIELDS.right);
-        let aliased = right.filter(|right| {
-            left.kind_id() == KINDS.identifier
-                && (right.kind_id() == KINDS.identifier || right.kind_id() == KINDS.attribute)
-        });
-        match aliased {
-            Some(value) => self.bind(
+        // `a = b = value`: every target gets the innermost value.
+        let mut right = node.child_by_field_id(FIELDS.right);
+        while let Some(inner) = right.filter(|r| r.kind_id() == KINDS.assignment) {
+            right = inner.child_by_field_id(FIELDS.right);
+        }
+        let Some(value) = right else {
+            // An annotation without a value (`x: int`).
+            return;
+        };
+        let kind = left.kind_id();
+        if kind == KINDS.identifier {
+            let binding = if value.kind_id() == KINDS.identifier || value.kind_id() == KINDS.attribute
+            {
+                BindingKind::Alias(value.byte_range())
+            } else {
+                BindingKind::Other
+            };
+            self.bind(
                 text(left, self.source),
-                BindingKind::Alias(value.byte_range()),
+                binding,
                 node.end_byte(),
-            ),
-            None => self.bind_targets(left, node.end_byte()),
+                Site::Value { value, index: None },
+            );
+        } else if kind == KINDS.attribute {
+            self.record_attribute_assignment(left, Site::Value { value, index: None }, node);
+        } else if kind == KINDS.subscript {
+            // `x[i] = value` changes `x`, it does not rebind it.
+        } else {
+            self.bind_tuple(left, node.end_byte(), |index| Site::Value { value, index });
+            // `pred, self.state = model(x, self.state)`: attribute targets of the tuple.
+            let mut cursor = left.walk();
+            let targets: Vec<Node<'a>> = left.named_children(&mut cursor).collect();
+            for (index, target) in targets.into_iter().enumerate() {
+                if target.kind_id() == KINDS.attribute {
+                    let site = Site::Value {
+                        value,
+                        index: Some(index as u32),
+                    };
+                    self.record_attribute_assignment(target, site, node);
+                }
+            }
+        }
+    }
+
+    /// Binds the names of a target that may be a tuple (`a`, `a, b`, `(a, (b, c))`): the
+    /// `index`th top-level name gets `site(Some(index))`, nested ones `site(None)`.
+    fn bind_tuple(&mut self, target: Node<'a>, offset: usize, site: impl Fn(Option<u32>) -> Site<'a>) {
+        if target.kind_id() == KINDS.identifier {
+            self.bind(text(target, self.source), BindingKind::Other, offset, site(None));
+            return;
+        }
+        let mut cursor = target.walk();
+        let elements: Vec<Node<'a>> = target.named_children(&mut cursor).collect();
+        for (index, element) in elements.into_iter().enumerate() {
+            if element.kind_id() == KINDS.attribute || element.kind_id() == KINDS.subscript {
+                continue;
+            }
+            if element.kind_id() == KINDS.identifier {
+                self.bind(
+                    text(element, self.source),
+                    BindingKind::Other,
+                    offset,
+                    site(Some(index as u32)),
+                );
+            } else {
+                self.bind_targets(element, offset, site(None));
+            }
         }
     }
 
     /// Binds every name in an assignment target (`a`, `a, (b, *c)`), not attributes or
-    /// subscripts.
-    fn bind_targets(&mut self, target: Node<'_>, offset: usize) {
+    /// subscripts, all to the same site.
+    fn bind_targets(&mut self, target: Node<'a>, offset: usize, site: Site<'a>) {
         let mut stack = vec![target];
         while let Some(node) = stack.pop() {
             let kind = node.kind_id();
             if kind == KINDS.identifier {
-                self.bind(text(node, self.source), BindingKind::Other, offset);
+                self.bind(text(node, self.source), BindingKind::Other, offset, site);
             } else if kind != KINDS.attribute && kind != KINDS.subscript {
                 let mut cursor = node.walk();
                 stack.extend(node.named_children(&mut cursor));
@@ -684,12 +913,13 @@ impl<'a> Builder<'a> {
         }
     }
 
-    fn bind_parameters(&mut self, parameters: Node<'_>) {
+    fn bind_parameters(&mut self, function: Node<'a>, parameters: Node<'a>) {
         let offset = parameters.start_byte();
         let mut cursor = parameters.walk();
         if !cursor.goto_first_child() {
             return;
         }
+        let mut index = 0;
         loop {
             let parameter = cursor.node();
             let kind = parameter.kind_id();
@@ -710,7 +940,15 @@ impl<'a> Builder<'a> {
                 None
             };
             if let Some(name) = name.filter(|n| n.kind_id() == KINDS.identifier) {
-                self.bind(text(name, self.source), BindingKind::Other, offset);
+                self.bind(
+                    text(name, self.source),
+                    BindingKind::Other,
+                    offset,
+                    Site::Parameter { function, index },
+                );
+            }
+            if parameter.is_named() {
+                index += 1;
             }
             if !cursor.goto_next_sibling() {
                 break;

@@ -24,16 +24,37 @@ pub enum ScopeKind {
 pub struct Scope<'s> {
     pub kind: ScopeKind,
     pub parent: Option<ScopeId>,
-    pub bindings: HashMap<&'s str, Vec<Binding>>,
+    pub bindings: HashMap<&'s str, Vec<Binding<'s>>>,
     /// Names declared `global` here: their bindings go to the module scope.
     pub globals: Vec<&'s str>,
+    /// The source range of the node that opens the scope (the whole file for the module).
+    pub range: TextRange,
+    /// The node that opens the scope (`None` for the module).
+    pub node: Option<Node<'s>>,
 }
 
 #[derive(Debug, Clone)]
-pub struct Binding {
+pub struct Binding<'s> {
     pub kind: BindingKind,
     /// Where the binding happens; a use sees the bindings before it in its own scope.
     pub offset: usize,
+    /// What the name is bound to, for value analysis.
+    pub site: Site<'s>,
+}
+
+/// Where a binding's value comes from.
+#[derive(Debug, Clone, Copy)]
+pub enum Site<'s> {
+    /// `name = value`, or the `index`th name of `a, b = value`.
+    Value { value: Node<'s>, index: Option<u32> },
+    /// `name += value`: the augmented assignment.
+    Augmented(Node<'s>),
+    /// `for name in iterable` (the `index`th name of the target tuple).
+    Loop { iterable: Node<'s>, index: Option<u32> },
+    /// The `index`th parameter of a function or lambda.
+    Parameter { function: Node<'s>, index: u32 },
+    /// Imports, definitions, `except ... as`, `global`: no value to analyse.
+    Opaque,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,21 +81,75 @@ pub struct Scopes<'s> {
 const MAX_ALIAS_DEPTH: usize = 8;
 
 impl<'s> Scopes<'s> {
-    pub fn push(&mut self, kind: ScopeKind, parent: Option<ScopeId>) -> ScopeId {
+    pub fn push(
+        &mut self,
+        kind: ScopeKind,
+        parent: Option<ScopeId>,
+        range: TextRange,
+        node: Option<Node<'s>>,
+    ) -> ScopeId {
         self.scopes.push(Scope {
             kind,
             parent,
             bindings: HashMap::default(),
             globals: Vec::new(),
+            range,
+            node,
         });
         self.scopes.len() - 1
+    }
+
+    /// The innermost scope containing `offset`. Scopes are pushed in document order and
+    /// nest, so the last one starting at or before the offset is it or a descendant of a
+    /// sibling; its parent chain leads to the answer.
+    pub fn at(&self, offset: usize) -> ScopeId {
+        let candidate = self
+            .scopes
+            .partition_point(|scope| scope.range.start <= offset)
+            .saturating_sub(1);
+        let mut id = candidate;
+        loop {
+            let scope = &self.scopes[id];
+            if scope.range.start <= offset && offset < scope.range.end.max(scope.range.start + 1)
+            {
+                return id;
+            }
+            match scope.parent {
+                Some(parent) => id = parent,
+                None => return 0,
+            }
+        }
+    }
+
+    /// The bindings of `name` visible from `scope` at `offset`, with the scope they are in:
+    /// the same lookup as name resolution, for value analysis.
+    pub fn lookup(
+        &self,
+        scope: ScopeId,
+        name: &str,
+        offset: usize,
+    ) -> Option<(ScopeId, &[Binding<'s>])> {
+        let mut current = Some(scope);
+        let mut first = true;
+        while let Some(id) = current {
+            let scope = &self.scopes[id];
+            if (first || scope.kind != ScopeKind::Class)
+                && let Some(bindings) = scope.bindings.get(name)
+            {
+                let _ = offset;
+                return Some((id, bindings));
+            }
+            first = false;
+            current = scope.parent;
+        }
+        None
     }
 
     pub fn get(&self, id: ScopeId) -> &Scope<'s> {
         &self.scopes[id]
     }
 
-    pub fn bind(&mut self, scope: ScopeId, name: &'s str, binding: Binding) {
+    pub fn bind(&mut self, scope: ScopeId, name: &'s str, binding: Binding<'s>) {
         let target = if self.scopes[scope].globals.contains(&name) {
             0
         } else {
@@ -188,7 +263,10 @@ impl<'s> Scopes<'s> {
 /// before the use count; from an enclosing scope, all of them (functions run after the module
 /// body). A fallback assignment (`except ImportError: torch = None`) does not hide an import;
 /// a later `def`/`class` of the same name does.
-fn choose_binding(bindings: &[Binding], use_offset: Option<usize>) -> Option<&Binding> {
+fn choose_binding<'b, 's>(
+    bindings: &'b [Binding<'s>],
+    use_offset: Option<usize>,
+) -> Option<&'b Binding<'s>> {
     let before: Vec<&Binding> = match use_offset {
         Some(offset) => {
             let before: Vec<&Binding> = bindings.iter().filter(|b| b.offset <= offset).collect();

@@ -100,7 +100,7 @@ fn evaluate(
             }
             Predicate::NotInside(context) => !checker.context_holds(*context, root).0,
             Predicate::Grad(requirement) => matches!(
-                (requirement, checker.grad_mode()),
+                (requirement, checker.grad_mode(root)),
                 (GradRequirement::Disabled, GradMode::Disabled)
                     | (
                         GradRequirement::Enabled,

@@ -1,0 +1,61 @@
+//! TL104 `gpu-collection`; documentation and examples in `rules/memory/gpu-collection.md`.
+
+use std::sync::Arc;
+
+use tree_sitter::Node;
+
+use super::tensor_accumulated::in_module_forward;
+use super::{How, accumulation, carrying_loops, first_per_batch, loop_header, per_batch_function, short};
+use crate::checker::Checker;
+use crate::diagnostic::Diagnostic;
+use crate::parse::KINDS;
+use crate::rules::{Check, RuleMeta};
+use crate::semantic::values::{Kind, Tri};
+
+pub struct GpuCollection;
+
+impl Check for GpuCollection {
+    fn kinds(&self) -> &'static [&'static str] {
+        &["call"]
+    }
+
+    fn check(
+        &self,
+        rule: &Arc<RuleMeta>,
+        call: Node<'_>,
+        checker: &Checker<'_>,
+        out: &mut Vec<Diagnostic>,
+    ) {
+        let Some(found) = accumulation(checker, call) else {
+            return;
+        };
+        if found.how != How::Append || in_module_forward(checker) {
+            return;
+        }
+        let facts = checker.analysis.facts(found.value);
+        // Device tensors without a graph (a graph-carrying value is TL102's).
+        if facts.kind != Kind::Tensor || facts.device != Tri::Yes || facts.graph == Tri::Yes {
+            return;
+        }
+        if found.container.kind_id() != KINDS.identifier && found.container.kind_id() != KINDS.attribute
+        {
+            return;
+        }
+        let loops = carrying_loops(checker, found.container, call);
+        let evidence = match first_per_batch(checker, &loops) {
+            Some((loop_node, why)) => Some((loop_header(checker, loop_node), why)),
+            None if loops.is_empty() && found.container.kind_id() == KINDS.attribute => {
+                per_batch_function(checker)
+            }
+            None => None,
+        };
+        let Some((label, why)) = evidence else {
+            return;
+        };
+        let message = rule
+            .message
+            .replace("{value}", &short(checker, found.value))
+            .replace("{container}", &short(checker, found.container));
+        out.push(Diagnostic::new(rule, message, call.byte_range()).with_label(label, why));
+    }
+}

@@ -1,0 +1,445 @@
+//! Rust implementations of the `memory` pack (`rules/memory/`), and what they share: which
+//! calls are forward passes, which statements accumulate into a container, and which loops a
+//! container outlives.
+
+pub mod eval_without_no_grad;
+pub mod float64_data;
+pub mod gpu_collection;
+pub mod hook_in_loop;
+pub mod missing_detach;
+pub mod pinned_workers;
+pub mod retain_graph_in_loop;
+pub mod tensor_accumulated;
+
+use tree_sitter::Node;
+
+use crate::checker::Checker;
+use crate::parse::{Descend, FIELDS, KINDS, Visit, text, walk};
+use crate::semantic::scope::Site;
+use crate::semantic::training;
+use crate::semantic::values::{Kind, ValueFacts};
+use crate::source::TextRange;
+
+/// A call that runs a model: `model(x)`, `self(x)`, `self.encoder(x)`, `model.decode(z)`.
+pub struct Forward<'a> {
+    /// The callee text a mode call (`x.eval()`) must match: `model`, `self.model`, `self`.
+    pub receiver: &'a str,
+    pub module: ValueFacts,
+}
+
+pub fn forward_call<'a>(checker: &Checker<'a>, call: Node<'a>) -> Option<Forward<'a>> {
+    let callee = call.child_by_field_id(FIELDS.function)?;
+    let analysis = &checker.analysis;
+    let kind = callee.kind_id();
+    if kind == KINDS.identifier {
+        let facts = analysis.facts(callee);
+        return (facts.kind == Kind::Module).then(|| Forward {
+            receiver: checker.node_text(callee),
+            module: facts,
+        });
+    }
+    if kind != KINDS.attribute {
+        return None;
+    }
+    let object = callee.child_by_field_id(FIELDS.object)?;
+    let attribute = checker.node_text(callee.child_by_field_id(FIELDS.attribute)?);
+    let object_facts = analysis.facts(object);
+    let callee_facts = analysis.facts(callee);
+    if callee_facts.kind == Kind::Module {
+        return Some(Forward {
+            receiver: checker.node_text(callee),
+            module: callee_facts,
+        });
+    }
+    if object_facts.kind == Kind::Module && is_forward_method(attribute) {
+        return Some(Forward {
+            receiver: checker.node_text(object),
+            module: object_facts,
+        });
+    }
+    None
+}
+
+/// Module methods that run (part of) the model, as opposed to `parameters()`, `to()`, ....
+fn is_forward_method(name: &str) -> bool {
+    !matches!(
+        name,
+        "parameters"
+            | "named_parameters"
+            | "modules"
+            | "named_modules"
+            | "children"
+            | "named_children"
+            | "buffers"
+            | "named_buffers"
+            | "state_dict"
+            | "load_state_dict"
+            | "eval"
+            | "train"
+            | "to"
+            | "cuda"
+            | "cpu"
+            | "float"
+            | "double"
+            | "half"
+            | "bfloat16"
+            | "zero_grad"
+            | "requires_grad_"
+            | "apply"
+            | "register_buffer"
+            | "register_parameter"
+            | "register_module"
+            | "add_module"
+            | "save_pretrained"
+            | "configure_optimizers"
+            | "get_submodule"
+            | "training_step"
+            | "validation_step"
+            | "test_step"
+            | "predict_step"
+            | "fit"
+            | "log"
+            | "log_dict"
+    ) && !name.starts_with("register_")
+        && !name.starts_with("on_")
+        && !name.starts_with('_')
+}
+
+/// How a statement puts a value into a container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum How {
+    /// `acc += v`
+    AugmentedAdd,
+    /// `acc = acc + v`
+    Rebind,
+    /// `acc.append(v)`, `acc.extend(v)`, `acc.insert(i, v)`
+    Append,
+    /// `acc[k] = v`
+    Store,
+}
+
+pub struct Accumulation<'a> {
+    /// The container expression (`total`, `self.history`, `bank`).
+    pub container: Node<'a>,
+    /// The value stored.
+    pub value: Node<'a>,
+    pub how: How,
+}
+
+/// Recognises `acc += v`, `acc = acc + v`, `acc.append(v)`, `acc[k] = v` at a statement node
+/// (augmented assignment, assignment) or call.
+pub fn accumulation<'a>(checker: &Checker<'a>, node: Node<'a>) -> Option<Accumulation<'a>> {
+    let kind = node.kind_id();
+    if kind == KINDS.augmented_assignment {
+        let operator = node
+            .child_by_field_id(FIELDS.operator)
+            .map(|o| checker.node_text(o))?;
+        if operator != "+=" && operator != "-=" {
+            return None;
+        }
+        let container = node.child_by_field_id(FIELDS.left)?;
+        if container.kind_id() != KINDS.identifier && container.kind_id() != KINDS.attribute {
+            return None;
+        }
+        return Some(Accumulation {
+            container,
+            value: node.child_by_field_id(FIELDS.right)?,
+            how: How::AugmentedAdd,
+        });
+    }
+    if kind == KINDS.assignment {
+        let left = node.child_by_field_id(FIELDS.left)?;
+        let right = node.child_by_field_id(FIELDS.right)?;
+        if left.kind_id() == KINDS.subscript {
+            return Some(Accumulation {
+                container: left.child_by_field_id(FIELDS.value)?,
+                value: right,
+                how: How::Store,
+            });
+        }
+        if (left.kind_id() != KINDS.identifier && left.kind_id() != KINDS.attribute)
+            || right.kind_id() != KINDS.binary_operator
+        {
+            return None;
+        }
+        let operator = right
+            .child_by_field_id(FIELDS.operator)
+            .map(|o| checker.node_text(o))?;
+        if operator != "+" && operator != "-" {
+            return None;
+        }
+        let (a, b) = (
+            right.child_by_field_id(FIELDS.left)?,
+            right.child_by_field_id(FIELDS.right)?,
+        );
+        let target = checker.node_text(left);
+        let value = if checker.node_text(a) == target {
+            b
+        } else if checker.node_text(b) == target && operator == "+" {
+            a
+        } else {
+            return None;
+        };
+        return Some(Accumulation {
+            container: left,
+            value,
+            how: How::Rebind,
+        });
+    }
+    if kind == KINDS.call {
+        let callee = node.child_by_field_id(FIELDS.function)?;
+        if callee.kind_id() != KINDS.attribute {
+            return None;
+        }
+        let method = checker.node_text(callee.child_by_field_id(FIELDS.attribute)?);
+        let arguments = node.child_by_field_id(FIELDS.arguments)?;
+        let value = match method {
+            "append" | "extend" => arguments.named_child(0)?,
+            "insert" => arguments.named_child(1)?,
+            _ => return None,
+        };
+        if value.kind_id() == KINDS.keyword_argument {
+            return None;
+        }
+        return Some(Accumulation {
+            container: callee.child_by_field_id(FIELDS.object)?,
+            value,
+            how: How::Append,
+        });
+    }
+    None
+}
+
+/// Why a loop runs once per batch, for labels; `None` for loops that do not (epochs,
+/// setup loops, loops over time steps of one sequence).
+pub fn per_batch_reason(checker: &Checker<'_>, loop_node: Node<'_>) -> Option<String> {
+    let facts = checker.model.loop_facts(loop_node)?;
+    if let Some(call) = &facts.training_call {
+        return Some(format!(
+            "this loop runs once per training step (it calls `{}`)",
+            &checker.text()[call.clone()]
+        ));
+    }
+    if loop_node.kind_id() == KINDS.for_statement {
+        let iterable = loop_node
+            .child_by_field_id(FIELDS.right)
+            .map_or("", |right| checker.node_text(right));
+        if training::iterates_batches(iterable) {
+            return Some(format!("this loop runs once per batch of `{iterable}`"));
+        }
+    }
+    if facts.nested_training {
+        return None;
+    }
+    runs_forward(checker, loop_node)
+        .map(|call| format!("this loop runs the model once per iteration (`{call}`)"))
+}
+
+/// A forward call in the loop's own body (not in nested loops or functions).
+fn runs_forward<'a>(checker: &Checker<'a>, loop_node: Node<'a>) -> Option<&'a str> {
+    let body = loop_node.child_by_field_id(FIELDS.body)?;
+    let mut found = None;
+    walk(body, |visit| {
+        let Visit::Enter(node) = visit else {
+            return Descend::Yes;
+        };
+        if found.is_some() || !node.is_named() {
+            return Descend::No;
+        }
+        let kind = node.kind_id();
+        if kind == KINDS.for_statement
+            || kind == KINDS.while_statement
+            || kind == KINDS.function_definition
+            || kind == KINDS.lambda
+            || kind == KINDS.class_definition
+        {
+            return Descend::No;
+        }
+        if kind == KINDS.call
+            && (forward_call(checker, node).is_some() || calls_model_helper(checker, node))
+        {
+            found = Some(checker.node_text(node));
+            return Descend::No;
+        }
+        Descend::Yes
+    });
+    found.map(|call| first_line(call))
+}
+
+/// `forecast_error(model, x)`: a call of one of the file's functions that runs a model.
+fn calls_model_helper(checker: &Checker<'_>, call: Node<'_>) -> bool {
+    let Some(callee) = call.child_by_field_id(FIELDS.function) else {
+        return false;
+    };
+    if callee.kind_id() != KINDS.identifier {
+        return false;
+    }
+    let name = checker.node_text(callee);
+    let Some(function) = checker.model.function_nodes_named(name).next() else {
+        return false;
+    };
+    let Some(body) = function.child_by_field_id(FIELDS.body) else {
+        return false;
+    };
+    let mut found = false;
+    walk(body, |visit| {
+        let Visit::Enter(node) = visit else {
+            return Descend::Yes;
+        };
+        if found || !node.is_named() || node.kind_id() == KINDS.function_definition {
+            return Descend::No;
+        }
+        if node.kind_id() == KINDS.call && forward_call(checker, node).is_some() {
+            found = true;
+        }
+        Descend::Yes
+    });
+    found
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or(text)
+}
+
+/// Which enclosing loops a container outlives at `statement`: those the container's
+/// (unconditional) initialisation is outside of. For `self.x` attributes and names bound
+/// outside the function, every enclosing loop.
+pub fn carrying_loops<'a>(
+    checker: &Checker<'a>,
+    container: Node<'a>,
+    statement: Node<'a>,
+) -> Vec<Node<'a>> {
+    let loops = checker.enclosing_loops();
+    let Some(init) = initialisation(checker, container, statement) else {
+        return loops;
+    };
+    loops
+        .into_iter()
+        .take_while(|loop_node| !contains_unconditionally(checker, *loop_node, init))
+        .collect()
+}
+
+/// The statement that last (re)initialises a plain-name container before `statement` in the
+/// same scope: `acc = []`, `total = 0.0`.
+fn initialisation<'a>(
+    checker: &Checker<'a>,
+    container: Node<'a>,
+    statement: Node<'a>,
+) -> Option<Node<'a>> {
+    if container.kind_id() != KINDS.identifier {
+        return None;
+    }
+    let name = checker.node_text(container);
+    let scope = checker.analysis.scope_at(container);
+    let (found_in, bindings) = checker
+        .model
+        .scopes
+        .lookup(scope, name, container.start_byte())?;
+    if found_in != scope {
+        return None;
+    }
+    bindings
+        .iter()
+        .rev()
+        .filter(|binding| binding.offset <= statement.start_byte())
+        .find_map(|binding| match binding.site {
+            // `acc = acc + v` rebinds without resetting: not an initialisation.
+            Site::Value { value, .. } if !mentions(checker, value, name) => {
+                value.parent().filter(|p| p.kind_id() == KINDS.assignment)
+            }
+            _ => None,
+        })
+}
+
+fn mentions(checker: &Checker<'_>, node: Node<'_>, name: &str) -> bool {
+    let mut found = false;
+    walk(node, |visit| {
+        if let Visit::Enter(inner) = visit
+            && inner.kind_id() == KINDS.identifier
+            && checker.node_text(inner) == name
+        {
+            found = true;
+        }
+        if found { Descend::No } else { Descend::Yes }
+    });
+    found
+}
+
+/// Whether `statement` runs on every iteration of `loop_node`: it is in the loop's body, not
+/// under an `if`, `try` or a nested loop.
+fn contains_unconditionally(checker: &Checker<'_>, loop_node: Node<'_>, statement: Node<'_>) -> bool {
+    let Some(body) = loop_node.child_by_field_id(FIELDS.body) else {
+        return false;
+    };
+    if !body.byte_range().contains(&statement.start_byte()) {
+        return false;
+    }
+    let mut node = statement;
+    while let Some(parent) = node.parent() {
+        if parent.id() == body.id() {
+            return true;
+        }
+        let kind = parent.kind();
+        let transparent = matches!(
+            kind,
+            "block" | "expression_statement" | "with_statement" | "assignment"
+        );
+        if !transparent {
+            return false;
+        }
+        node = parent;
+    }
+    let _ = checker;
+    false
+}
+
+/// The first of the loops that runs once per batch, with the reason.
+pub fn first_per_batch<'a>(
+    checker: &Checker<'a>,
+    loops: &[Node<'a>],
+) -> Option<(Node<'a>, String)> {
+    loops
+        .iter()
+        .find_map(|loop_node| per_batch_reason(checker, *loop_node).map(|why| (*loop_node, why)))
+}
+
+/// The header of a loop (`for x in loader`), for labels.
+pub fn loop_header(checker: &Checker<'_>, loop_node: Node<'_>) -> TextRange {
+    checker
+        .model
+        .loop_facts(loop_node)
+        .map_or(loop_node.byte_range(), |facts| facts.header.clone())
+}
+
+/// Whether the function holding the current node runs once per batch when it is not in a
+/// loop: a framework per-batch hook (`training_step`) or a function that is itself a step.
+pub fn per_batch_function(checker: &Checker<'_>) -> Option<(TextRange, String)> {
+    let (_, facts) = checker.current_function()?;
+    if training::is_per_batch_hook(&facts.name) {
+        return Some((facts.header.clone(), format!("`{}` runs once per batch", facts.name)));
+    }
+    if let Some(call) = &facts.training_call_outside_loops {
+        return Some((
+            facts.header.clone(),
+            format!(
+                "`{}` is a training step (it calls `{}`)",
+                facts.name,
+                &checker.text()[call.clone()]
+            ),
+        ));
+    }
+    None
+}
+
+/// The text of a node, shortened to its first line.
+pub fn short<'a>(checker: &Checker<'a>, node: Node<'_>) -> String {
+    let full = text(node, checker.text());
+    let line = first_line(full);
+    if line.chars().count() > 50 {
+        format!("{}...", line.chars().take(47).collect::<String>())
+    } else if line.len() < full.len() {
+        format!("{line}...")
+    } else {
+        line.to_owned()
+    }
+}

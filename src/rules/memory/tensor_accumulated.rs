@@ -1,0 +1,244 @@
+//! TL102 `tensor-accumulated`; documentation and examples in
+//! `rules/memory/tensor-accumulated.md`.
+
+use std::sync::Arc;
+
+use tree_sitter::Node;
+
+use super::{
+    How, accumulation, carrying_loops, first_per_batch, loop_header, per_batch_function, short,
+};
+use crate::checker::Checker;
+use crate::diagnostic::{Diagnostic, Severity};
+use crate::parse::{FIELDS, KINDS};
+use crate::rules::{Check, RuleMeta};
+use crate::semantic::values::{Kind, Tri};
+
+pub struct TensorAccumulated;
+
+impl Check for TensorAccumulated {
+    fn kinds(&self) -> &'static [&'static str] {
+        &["augmented_assignment", "assignment", "call"]
+    }
+
+    fn check(
+        &self,
+        rule: &Arc<RuleMeta>,
+        node: Node<'_>,
+        checker: &Checker<'_>,
+        out: &mut Vec<Diagnostic>,
+    ) {
+        if in_module_forward(checker) {
+            // State kept on a module during forward is TL103's.
+            return;
+        }
+        if let Some(found) = accumulation(checker, node) {
+            check_accumulation(rule, node, found.container, found.value, found.how, checker, out);
+            return;
+        }
+        if node.kind_id() == KINDS.call {
+            check_helper_call(rule, node, checker, out);
+        }
+    }
+}
+
+fn check_accumulation<'a>(
+    rule: &Arc<RuleMeta>,
+    statement: Node<'a>,
+    container: Node<'a>,
+    value: Node<'a>,
+    how: How,
+    checker: &Checker<'a>,
+    out: &mut Vec<Diagnostic>,
+) {
+    let analysis = &checker.analysis;
+    let facts = analysis.facts(value);
+    if facts.graph != Tri::Yes {
+        return;
+    }
+    let container_facts = analysis.facts(container);
+    if how == How::Store && container_facts.kind == Kind::Tensor {
+        // Writing features into a preallocated tensor bank is TL103's.
+        return;
+    }
+    // `total = total + loss / k; ...; total.backward()`: gradient accumulation by design.
+    if backpropagated(checker, container) {
+        return;
+    }
+    let loops = carrying_loops(checker, container, statement);
+    let evidence = match first_per_batch(checker, &loops) {
+        Some((loop_node, why)) => Some((loop_header(checker, loop_node), why)),
+        None if loops.is_empty() && container.kind_id() == KINDS.attribute => {
+            per_batch_function(checker)
+        }
+        None => None,
+    };
+    let Some((label_range, why)) = evidence else {
+        return;
+    };
+    let backward_each_step = loops.iter().any(|l| {
+        checker
+            .model
+            .loop_facts(*l)
+            .is_some_and(|facts| facts.trains())
+    }) || (loops.is_empty() && checker.current_function().is_some_and(|(_, f)| f.contains_training || f.name.contains("training_step")));
+    let growth = if backward_each_step {
+        "its graph's nodes (host memory) grow every step"
+    } else {
+        "no backward frees its activations, so GPU memory grows every step"
+    };
+    let message = rule
+        .message
+        .replace("{value}", &short(checker, value))
+        .replace("{container}", &short(checker, container))
+        .replace("{growth}", growth);
+    let mut diagnostic =
+        Diagnostic::new(rule, message, statement.byte_range()).with_label(label_range, why);
+    if !backward_each_step {
+        diagnostic.severity = Severity::Error;
+    }
+    out.push(diagnostic);
+}
+
+/// `meter.update(loss)` where the file's own `update` stores its argument on `self`: the
+/// finding goes on the storing line of the helper.
+fn check_helper_call<'a>(
+    rule: &Arc<RuleMeta>,
+    call: Node<'a>,
+    checker: &Checker<'a>,
+    out: &mut Vec<Diagnostic>,
+) {
+    let Some(callee) = call.child_by_field_id(FIELDS.function) else {
+        return;
+    };
+    if callee.kind_id() != KINDS.attribute {
+        return;
+    }
+    let Some(method) = callee
+        .child_by_field_id(FIELDS.attribute)
+        .map(|m| checker.node_text(m))
+    else {
+        return;
+    };
+    let Some(arguments) = call.child_by_field_id(FIELDS.arguments) else {
+        return;
+    };
+    let mut cursor = arguments.walk();
+    let arguments: Vec<Node<'a>> = arguments.named_children(&mut cursor).collect();
+    let graph_argument = arguments.iter().position(|argument| {
+        argument.kind_id() != KINDS.keyword_argument
+            && checker.analysis.facts(*argument).graph == Tri::Yes
+    });
+    let Some(argument_index) = graph_argument else {
+        return;
+    };
+    // Only in code that runs per batch.
+    let loops = checker.enclosing_loops();
+    let per_batch = first_per_batch(checker, &loops);
+    if per_batch.is_none() && per_batch_function(checker).is_none() {
+        return;
+    }
+    for class in &checker.model.classes {
+        let Some((_, helper)) = class.methods.iter().find(|(name, _)| *name == method) else {
+            continue;
+        };
+        // Parameter 0 is `self`.
+        let Some(parameter) = parameter_name(checker, *helper, argument_index + 1) else {
+            continue;
+        };
+        if let Some(storing) = storing_statement(checker, *helper, parameter) {
+            let message = rule
+                .message
+                .replace("{value}", parameter)
+                .replace("{container}", &short(checker, storing.1))
+                .replace(
+                    "{growth}",
+                    "the caller passes a tensor with its graph every step",
+                );
+            let mut diagnostic = Diagnostic::new(rule, message, storing.0.byte_range())
+                .with_label(call.byte_range(), "called here with a graph-carrying tensor");
+            if let Some((loop_node, why)) = &per_batch {
+                diagnostic = diagnostic.with_label(loop_header(checker, *loop_node), why.clone());
+            }
+            out.push(diagnostic);
+            return;
+        }
+    }
+}
+
+fn parameter_name<'a>(checker: &Checker<'a>, function: Node<'a>, index: usize) -> Option<&'a str> {
+    let parameters = function.child_by_field_id(FIELDS.parameters)?;
+    let parameter = parameters.named_child(index as u32)?;
+    let name = if parameter.kind_id() == KINDS.identifier {
+        parameter
+    } else {
+        parameter.child_by_field_id(FIELDS.name)?
+    };
+    Some(checker.node_text(name))
+}
+
+/// In `helper`, a statement that adds `parameter` (or an expression of it) to a `self`
+/// attribute: `self.sum += val * n`, `self.values.append(val)`. Returns it and the container.
+fn storing_statement<'a>(
+    checker: &Checker<'a>,
+    helper: Node<'a>,
+    parameter: &str,
+) -> Option<(Node<'a>, Node<'a>)> {
+    let body = helper.child_by_field_id(FIELDS.body)?;
+    let mut found = None;
+    crate::parse::walk(body, |visit| {
+        let crate::parse::Visit::Enter(node) = visit else {
+            return crate::parse::Descend::Yes;
+        };
+        if found.is_some() {
+            return crate::parse::Descend::No;
+        }
+        if let Some(accumulated) = accumulation(checker, node)
+            && checker.node_text(accumulated.container).starts_with("self.")
+            && mentions_name(checker, accumulated.value, parameter)
+            && !detaches(checker, accumulated.value)
+        {
+            found = Some((node, accumulated.container));
+            return crate::parse::Descend::No;
+        }
+        crate::parse::Descend::Yes
+    });
+    found
+}
+
+fn mentions_name(checker: &Checker<'_>, node: Node<'_>, name: &str) -> bool {
+    let text = checker.node_text(node);
+    text.split(|c: char| !c.is_alphanumeric() && c != '_')
+        .any(|word| word == name)
+}
+
+fn detaches(checker: &Checker<'_>, node: Node<'_>) -> bool {
+    let text = checker.node_text(node);
+    [".item()", ".detach()", "float(", ".tolist()", "int("]
+        .iter()
+        .any(|d| text.contains(d))
+}
+
+/// Whether `container.backward()` is called in the same function: the accumulated loss is
+/// backpropagated on purpose (gradient accumulation).
+fn backpropagated(checker: &Checker<'_>, container: Node<'_>) -> bool {
+    let region = checker
+        .analysis
+        .enclosing_function(container)
+        .map_or(checker.text(), |f| checker.node_text(f));
+    let name = checker.node_text(container);
+    region.contains(&format!("{name}.backward("))
+        || region.contains(&format!("({name}).backward("))
+        || region.contains(&format!("scale({name}).backward("))
+}
+
+pub(crate) fn in_module_forward(checker: &Checker<'_>) -> bool {
+    let Some((function, facts)) = checker.current_function() else {
+        return false;
+    };
+    facts.name == "forward"
+        && checker
+            .analysis
+            .class_of(function.child_by_field_id(FIELDS.body).unwrap_or(function))
+            .is_some_and(|class| checker.analysis.modules().is_module_class(class))
+}

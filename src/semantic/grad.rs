@@ -1,0 +1,321 @@
+//! Grad mode at every point of a file: `with torch.no_grad()` / `inference_mode()` /
+//! `set_grad_enabled(...)` / `enable_grad()` blocks, the same as decorators, and for a
+//! function without either, its callers: a function whose every call site in the file runs
+//! with grad disabled runs with grad disabled (a fixed point over the call graph).
+
+use rustc_hash::FxHashMap as HashMap;
+use tree_sitter::Node;
+
+use super::analysis::Analysis;
+use crate::parse::{FIELDS, KINDS, Visit};
+use crate::rules::declarative::find_argument;
+use crate::source::TextRange;
+
+/// Whether autograd records operations at a point of the program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GradMode {
+    Enabled,
+    Disabled,
+    /// `torch.set_grad_enabled(flag)` with a flag only known at run time.
+    Conditional,
+    /// Inside a function with no grad context of its own, called from a grad-enabled site
+    /// (or from nowhere this file shows).
+    FromCaller,
+}
+
+impl GradMode {
+    /// Whether autograd may be recording here.
+    pub fn may_record(self) -> bool {
+        matches!(self, GradMode::Enabled | GradMode::FromCaller)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GradEffect {
+    Disable,
+    Enable,
+    Conditional,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum RegionKind {
+    With(GradEffect),
+    Function {
+        id: usize,
+        decorator: Option<GradEffect>,
+    },
+}
+
+#[derive(Debug, Clone)]
+struct Region {
+    range: TextRange,
+    kind: RegionKind,
+    parent: Option<usize>,
+}
+
+#[derive(Debug, Default)]
+pub struct GradInfo {
+    /// In document order; nested regions follow their parent.
+    regions: Vec<Region>,
+    /// Functions whose every call site runs with grad disabled.
+    disabled_by_callers: HashMap<usize, bool>,
+}
+
+/// Framework hooks that their framework runs with grad disabled, by base class.
+const NO_GRAD_HOOKS: &[(&str, &[&str])] = &[
+    (
+        "LightningModule",
+        &["validation_step", "test_step", "predict_step"],
+    ),
+    ("BaseModel", &["val_step", "test_step"]),
+];
+
+impl GradInfo {
+    pub fn build(analysis: &Analysis<'_>) -> Self {
+        let mut info = GradInfo::default();
+        let mut open: Vec<usize> = Vec::new();
+        let mut functions: Vec<(usize, Node<'_>)> = Vec::new();
+        for visit in &analysis.model.skeleton {
+            let Visit::Enter(node) = *visit else {
+                continue;
+            };
+            let kind = node.kind_id();
+            let (range, region) = if kind == KINDS.with_statement {
+                let Some(effect) = with_effect(analysis, node) else {
+                    continue;
+                };
+                let Some(body) = node.child_by_field_id(FIELDS.body) else {
+                    continue;
+                };
+                (body.byte_range(), RegionKind::With(effect))
+            } else if kind == KINDS.function_definition || kind == KINDS.lambda {
+                let decorator = decorator_effect(analysis, node);
+                if kind == KINDS.function_definition {
+                    functions.push((node.id(), node));
+                }
+                let body = node.child_by_field_id(FIELDS.body).unwrap_or(node);
+                (
+                    body.byte_range(),
+                    RegionKind::Function {
+                        id: node.id(),
+                        decorator,
+                    },
+                )
+            } else {
+                continue;
+            };
+            while open
+                .last()
+                .is_some_and(|&top| info.regions[top].range.end <= range.start)
+            {
+                open.pop();
+            }
+            info.regions.push(Region {
+                range,
+                kind: region,
+                parent: open.last().copied(),
+            });
+            open.push(info.regions.len() - 1);
+        }
+
+        // Optimistic start: every function with callers is disabled until a caller says not.
+        let sites: Vec<(usize, Vec<Node<'_>>)> = functions
+            .iter()
+            .map(|&(id, node)| (id, call_sites(analysis, node)))
+            .collect();
+        for (id, node) in &functions {
+            let hook = framework_no_grad_hook(analysis, *node);
+            let has_sites = sites.iter().any(|(f, s)| f == id && !s.is_empty());
+            info.disabled_by_callers.insert(*id, hook || has_sites);
+        }
+        loop {
+            let mut changed = false;
+            for (id, calls) in &sites {
+                if !info.disabled_by_callers[id] || calls.is_empty() {
+                    continue;
+                }
+                let hook = functions
+                    .iter()
+                    .find(|(f, _)| f == id)
+                    .is_some_and(|(_, node)| framework_no_grad_hook(analysis, *node));
+                let all_disabled = calls
+                    .iter()
+                    .all(|call| info.mode_at(call.start_byte()) == GradMode::Disabled);
+                if !all_disabled && !hook {
+                    info.disabled_by_callers.insert(*id, false);
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        info
+    }
+
+    /// Grad mode at a byte offset: the innermost region decides.
+    pub fn mode_at(&self, offset: usize) -> GradMode {
+        let Some(index) = self.innermost(offset) else {
+            return GradMode::Enabled;
+        };
+        let effect = match self.regions[index].kind {
+            RegionKind::With(effect)
+            | RegionKind::Function {
+                decorator: Some(effect),
+                ..
+            } => effect,
+            RegionKind::Function { id, decorator: None } => {
+                return if self.disabled_by_callers.get(&id).copied().unwrap_or(false) {
+                    GradMode::Disabled
+                } else {
+                    GradMode::FromCaller
+                };
+            }
+        };
+        match effect {
+            GradEffect::Disable => GradMode::Disabled,
+            GradEffect::Enable => GradMode::Enabled,
+            GradEffect::Conditional => GradMode::Conditional,
+        }
+    }
+
+    /// Whether every call site of this function (by node id) runs with grad disabled.
+    pub fn disabled_by_callers(&self, function: Node<'_>) -> bool {
+        self.disabled_by_callers
+            .get(&function.id())
+            .copied()
+            .unwrap_or(false)
+    }
+
+    fn innermost(&self, offset: usize) -> Option<usize> {
+        let last = self
+            .regions
+            .partition_point(|region| region.range.start <= offset)
+            .checked_sub(1)?;
+        let mut index = Some(last);
+        while let Some(i) = index {
+            let region = &self.regions[i];
+            if region.range.start <= offset && offset < region.range.end {
+                return Some(i);
+            }
+            index = region.parent;
+        }
+        None
+    }
+}
+
+/// The call sites of a function in this file: `f(...)` for plain functions, `x.f(...)` for
+/// methods (by name: which object a method is called on is not tracked).
+fn call_sites<'a>(analysis: &Analysis<'a>, function: Node<'_>) -> Vec<Node<'a>> {
+    let Some(facts) = analysis.model.function_facts(function) else {
+        return Vec::new();
+    };
+    let is_method = facts.class.is_some();
+    analysis
+        .model
+        .calls_by_name
+        .get(facts.name.as_str())
+        .into_iter()
+        .flatten()
+        .filter(|call| {
+            let callee = call.child_by_field_id(FIELDS.function);
+            let attribute_call = callee.is_some_and(|c| c.kind_id() == KINDS.attribute);
+            attribute_call == is_method
+                // A recursive call does not tell how the function is entered.
+                && !function.byte_range().contains(&call.start_byte())
+        })
+        .copied()
+        .collect()
+}
+
+fn framework_no_grad_hook(analysis: &Analysis<'_>, function: Node<'_>) -> bool {
+    let Some(facts) = analysis.model.function_facts(function) else {
+        return false;
+    };
+    let Some(class) = facts.class else {
+        return false;
+    };
+    let class = &analysis.model.classes[class];
+    class.bases.iter().any(|base| {
+        let name = analysis.qualified_name(*base).unwrap_or_default();
+        NO_GRAD_HOOKS.iter().any(|(base_name, hooks)| {
+            (name.ends_with(&format!(".{base_name}")) && hooks.contains(&facts.name.as_str()))
+                && (name.starts_with("pytorch_lightning")
+                    || name.starts_with("lightning")
+                    || name.starts_with("mmengine"))
+        })
+    })
+}
+
+fn with_effect(analysis: &Analysis<'_>, with: Node<'_>) -> Option<GradEffect> {
+    let clause = with
+        .named_children(&mut with.walk())
+        .find(|child| child.kind() == "with_clause")?;
+    let mut cursor = clause.walk();
+    let items: Vec<Node<'_>> = clause.named_children(&mut cursor).collect();
+    items.into_iter().find_map(|item| {
+        let mut value = item.child_by_field_id(FIELDS.value)?;
+        if value.kind_id() == KINDS.as_pattern {
+            value = value.named_child(0)?;
+        }
+        grad_effect_of(analysis, value)
+    })
+}
+
+fn decorator_effect(analysis: &Analysis<'_>, function: Node<'_>) -> Option<GradEffect> {
+    let parent = function.parent()?;
+    if parent.kind_id() != KINDS.decorated_definition {
+        return None;
+    }
+    let mut cursor = parent.walk();
+    let decorators: Vec<Node<'_>> = parent
+        .named_children(&mut cursor)
+        .filter(|child| child.kind_id() == KINDS.decorator)
+        .collect();
+    decorators.into_iter().find_map(|decorator| {
+        let expression = decorator.named_child(0)?;
+        grad_effect_of(analysis, expression)
+    })
+}
+
+/// `torch.no_grad()`, `torch.inference_mode()`, `torch.set_grad_enabled(False)`,
+/// `torch.enable_grad()`, and the bare decorator forms.
+pub fn grad_effect_of(analysis: &Analysis<'_>, expression: Node<'_>) -> Option<GradEffect> {
+    let (callee, arguments) = if expression.kind_id() == KINDS.call {
+        (
+            expression.child_by_field_id(FIELDS.function)?,
+            expression.child_by_field_id(FIELDS.arguments),
+        )
+    } else {
+        (expression, None)
+    };
+    let name = analysis.qualified_name(callee)?;
+    let first_argument = arguments.and_then(|arguments| {
+        find_argument(arguments, analysis.source, Some("mode"), Some(0))
+            .found()
+            .map(|value| analysis.text(value).trim().to_owned())
+    });
+    match name.as_str() {
+        "torch.no_grad" | "torch.autograd.no_grad" | "torch.autograd.grad_mode.no_grad" => {
+            Some(GradEffect::Disable)
+        }
+        "torch.inference_mode" | "torch.autograd.grad_mode.inference_mode" => {
+            match first_argument.as_deref() {
+                None | Some("True") => Some(GradEffect::Disable),
+                Some("False") => None,
+                Some(_) => Some(GradEffect::Conditional),
+            }
+        }
+        "torch.enable_grad"
+        | "torch.autograd.enable_grad"
+        | "torch.autograd.grad_mode.enable_grad" => Some(GradEffect::Enable),
+        "torch.set_grad_enabled"
+        | "torch.autograd.set_grad_enabled"
+        | "torch.autograd.grad_mode.set_grad_enabled" => match first_argument.as_deref() {
+            Some("False") => Some(GradEffect::Disable),
+            Some("True") => Some(GradEffect::Enable),
+            _ => Some(GradEffect::Conditional),
+        },
+        _ => None,
+    }
+}

@@ -1,0 +1,1355 @@
+//! Value provenance: a light abstract interpretation of expressions. For any expression it
+//! answers what the value is (tensor, numpy array, Python scalar, model, ...), whether it
+//! carries an autograd graph, whether it lives on an accelerator, and whether it is float64.
+//! Names are followed to the binding that reaches the use; calls to the file's own functions
+//! are followed into their `return`s with the arguments' facts.
+
+use tree_sitter::Node;
+
+use super::analysis::Analysis;
+use super::scope::{BindingKind, ScopeKind, Site};
+use crate::parse::{FIELDS, KINDS};
+
+/// Yes, no, or can't tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Tri {
+    #[default]
+    Unknown,
+    No,
+    Yes,
+}
+
+impl Tri {
+    /// Yes if either is, no if both are, else unknown.
+    pub fn or(self, other: Tri) -> Tri {
+        match (self, other) {
+            (Tri::Yes, _) | (_, Tri::Yes) => Tri::Yes,
+            (Tri::No, Tri::No) => Tri::No,
+            _ => Tri::Unknown,
+        }
+    }
+
+    pub fn is_yes(self) -> bool {
+        self == Tri::Yes
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Kind {
+    #[default]
+    Unknown,
+    Tensor,
+    Numpy,
+    /// A NumPy random generator (`np.random.default_rng()`).
+    Rng,
+    /// A Python number, string or bool.
+    Scalar,
+    Module,
+    /// An instance of an `nn.*Loss` class.
+    LossModule,
+    Optimizer,
+    /// A list, tuple, dict or iterator.
+    Container,
+    /// A data loader.
+    Loader,
+    None,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ValueFacts {
+    pub kind: Kind,
+    /// Carries an autograd graph (the output of recorded operations).
+    pub graph: Tri,
+    /// Lives on an accelerator (moved with `.to(device)`, `.cuda()`, made with `device=`).
+    pub device: Tri,
+    /// A float64 NumPy array or tensor.
+    pub float64: bool,
+    /// Computed by a loss function or criterion.
+    pub loss: bool,
+    /// A model put in eval mode in the same expression (`model.eval()`).
+    pub eval_mode: bool,
+}
+
+impl ValueFacts {
+    fn of(kind: Kind) -> Self {
+        ValueFacts {
+            kind,
+            graph: if matches!(kind, Kind::Tensor | Kind::Unknown) {
+                Tri::Unknown
+            } else {
+                Tri::No
+            },
+            device: Tri::Unknown,
+            ..ValueFacts::default()
+        }
+    }
+
+    fn scalar() -> Self {
+        ValueFacts {
+            kind: Kind::Scalar,
+            graph: Tri::No,
+            device: Tri::No,
+            ..ValueFacts::default()
+        }
+    }
+
+    fn tensor(graph: Tri, device: Tri, float64: bool) -> Self {
+        ValueFacts {
+            kind: Kind::Tensor,
+            graph,
+            device,
+            float64,
+            ..ValueFacts::default()
+        }
+    }
+
+    /// The facts of a value combining both (arithmetic, concatenation).
+    pub fn combine(self, other: ValueFacts) -> ValueFacts {
+        let kind = match (self.kind, other.kind) {
+            (Kind::Tensor, _) | (_, Kind::Tensor) => Kind::Tensor,
+            (Kind::Numpy, _) | (_, Kind::Numpy) => Kind::Numpy,
+            (Kind::Scalar, Kind::Scalar) => Kind::Scalar,
+            (Kind::None, other) | (other, Kind::None) => other,
+            (a, b) if a == b => a,
+            _ => Kind::Unknown,
+        };
+        ValueFacts {
+            kind,
+            graph: combine_tri(self, other, |f| f.graph),
+            device: combine_tri(self, other, |f| f.device),
+            float64: self.float64 || other.float64,
+            loss: self.loss || other.loss,
+            eval_mode: false,
+        }
+    }
+
+    pub fn is_tensor(&self) -> bool {
+        self.kind == Kind::Tensor
+    }
+}
+
+/// Scalars and `None` carry no graph and live on no device; they do not make the combination
+/// unknown.
+fn combine_tri(a: ValueFacts, b: ValueFacts, field: impl Fn(ValueFacts) -> Tri) -> Tri {
+    let neutral = |f: ValueFacts| matches!(f.kind, Kind::Scalar | Kind::None);
+    match (neutral(a), neutral(b)) {
+        (true, true) => Tri::No,
+        (true, false) => field(b),
+        (false, true) => field(a),
+        (false, false) => field(a).or(field(b)),
+    }
+}
+
+/// How deep calls into the file's own functions are followed.
+const MAX_CALL_DEPTH: usize = 3;
+
+/// Methods that return Python values or NumPy arrays: the graph is gone.
+const TO_PYTHON: &[&str] = &["item", "tolist"];
+/// Methods whose result carries no graph (integers, booleans, indices).
+const NO_GRAPH_METHODS: &[&str] = &[
+    "long", "int", "bool", "short", "byte", "argmax", "argmin", "argsort", "eq", "ne", "lt", "gt",
+    "le", "ge", "isnan", "isinf", "isfinite", "nonzero", "sign", "floor_divide", "logical_and",
+    "logical_or", "logical_not", "all", "any", "unique", "bincount",
+];
+/// Module methods that are not a forward pass.
+const NON_FORWARD: &[&str] = &[
+    "parameters",
+    "named_parameters",
+    "modules",
+    "named_modules",
+    "children",
+    "named_children",
+    "buffers",
+    "named_buffers",
+    "state_dict",
+    "load_state_dict",
+    "eval",
+    "train",
+    "to",
+    "cuda",
+    "cpu",
+    "float",
+    "double",
+    "half",
+    "bfloat16",
+    "zero_grad",
+    "requires_grad_",
+    "apply",
+    "register_forward_hook",
+    "register_forward_pre_hook",
+    "register_full_backward_hook",
+    "register_full_backward_pre_hook",
+    "register_backward_hook",
+    "register_buffer",
+    "register_parameter",
+    "register_module",
+    "add_module",
+    "get_submodule",
+    "get_parameter",
+    "extra_repr",
+    "share_memory",
+    "save_pretrained",
+    "from_pretrained",
+    "configure_optimizers",
+    "gradient_checkpointing_enable",
+    "tie_weights",
+    "resize_token_embeddings",
+];
+/// `torch.*` functions that only create tensors (no graph from their arguments).
+const CREATION: &[&str] = &[
+    "zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm", "arange", "linspace",
+    "logspace", "eye", "tensor", "as_tensor", "from_numpy", "zeros_like", "ones_like",
+    "empty_like", "full_like", "rand_like", "randn_like", "randint_like", "normal", "bernoulli",
+    "multinomial", "meshgrid", "tril_indices", "triu_indices",
+];
+const NO_GRAPH_FUNCTIONS: &[&str] = &[
+    "argmax", "argmin", "argsort", "eq", "ne", "lt", "gt", "le", "ge", "isnan", "isinf",
+    "nonzero", "bucketize", "searchsorted", "bincount", "unique", "topk_indices",
+];
+const NUMPY_FLOAT_SOURCES: &[&str] = &[
+    "zeros",
+    "ones",
+    "empty",
+    "full",
+    "linspace",
+    "logspace",
+    "random.rand",
+    "random.randn",
+    "random.random",
+    "random.random_sample",
+    "random.uniform",
+    "random.normal",
+    "random.standard_normal",
+    "random.exponential",
+    "random.gamma",
+    "random.beta",
+    "float64",
+    "double",
+    "loadtxt",
+    "genfromtxt",
+];
+/// Methods of a NumPy `Generator` that draw floats.
+const RNG_FLOATS: &[&str] = &[
+    "random",
+    "uniform",
+    "normal",
+    "standard_normal",
+    "exponential",
+    "gamma",
+    "beta",
+    "lognormal",
+    "laplace",
+    "logistic",
+    "rand",
+    "randn",
+    "standard_exponential",
+    "standard_gamma",
+    "chisquare",
+    "triangular",
+];
+
+impl<'a> Analysis<'a> {
+    /// What is known about the value of an expression.
+    pub fn facts(&self, node: Node<'a>) -> ValueFacts {
+        self.facts_at_depth(node, 0, &[])
+    }
+
+    fn facts_at_depth(
+        &self,
+        node: Node<'a>,
+        depth: usize,
+        arguments: &[(usize, u32, ValueFacts)],
+    ) -> ValueFacts {
+        let memoize = arguments.is_empty();
+        if memoize && let Some(facts) = self.values.borrow().get(&node.id()) {
+            return *facts;
+        }
+        if self.in_progress.borrow().contains(&node.id()) || self.in_progress.borrow().len() > 64
+        {
+            return ValueFacts::default();
+        }
+        self.in_progress.borrow_mut().push(node.id());
+        let facts = self.compute(node, depth, arguments);
+        self.in_progress.borrow_mut().pop();
+        if memoize {
+            self.values.borrow_mut().insert(node.id(), facts);
+        }
+        facts
+    }
+
+    fn compute(&self, node: Node<'a>, depth: usize, arguments: &[(usize, u32, ValueFacts)]) -> ValueFacts {
+        let sub = |child: Node<'a>| self.facts_at_depth(child, depth, arguments);
+        let kind = node.kind_id();
+        let k = &*KINDS;
+        if kind == k.identifier {
+            return self.name_facts(node, depth, arguments);
+        }
+        if kind == k.call {
+            return self.call_facts(node, depth, arguments);
+        }
+        if kind == k.attribute {
+            return self.attribute_facts(node, depth, arguments);
+        }
+        if kind == k.subscript {
+            return node
+                .child_by_field_id(FIELDS.value)
+                .map(|value| {
+                    let mut facts = sub(value);
+                    if facts.kind == Kind::Container {
+                        // An element of a container: what the container's elements are.
+                        facts.kind = Kind::Unknown;
+                    }
+                    facts.eval_mode = false;
+                    facts
+                })
+                .unwrap_or_default();
+        }
+        if kind == k.parenthesized_expression {
+            return node.named_child(0).map(sub).unwrap_or_default();
+        }
+        if kind == k.integer || kind == k.float || kind == k.true_ || kind == k.false_ {
+            return ValueFacts::scalar();
+        }
+        if kind == k.string || kind == k.concatenated_string {
+            return ValueFacts::scalar();
+        }
+        if kind == k.none {
+            return ValueFacts {
+                kind: Kind::None,
+                graph: Tri::No,
+                device: Tri::No,
+                ..ValueFacts::default()
+            };
+        }
+        if kind == k.binary_operator || kind == k.boolean_operator {
+            let left = node.child_by_field_id(FIELDS.left).map(sub).unwrap_or_default();
+            let right = node.child_by_field_id(FIELDS.right).map(sub).unwrap_or_default();
+            return left.combine(right);
+        }
+        if kind == k.unary_operator {
+            return node.child_by_field_id(FIELDS.argument).map(sub).unwrap_or_default();
+        }
+        if kind == k.not_operator {
+            return ValueFacts::scalar();
+        }
+        if kind == k.comparison_operator {
+            let mut combined = ValueFacts::scalar();
+            let mut cursor = node.walk();
+            for operand in node.named_children(&mut cursor) {
+                combined = combined.combine(sub(operand));
+            }
+            combined.graph = Tri::No;
+            combined.float64 = false;
+            combined.loss = false;
+            return combined;
+        }
+        if kind == k.conditional_expression {
+            // `a if cond else b`: named children are a, cond, b.
+            let first = node.named_child(0).map(sub).unwrap_or_default();
+            let last = node.named_child(2).map(sub).unwrap_or_default();
+            return match (first.kind, last.kind) {
+                (Kind::None, _) => last,
+                (_, Kind::None) => first,
+                _ => first.combine(last),
+            };
+        }
+        if kind == k.tuple || kind == k.list || kind == k.expression_list {
+            let mut facts = ValueFacts {
+                kind: Kind::Container,
+                graph: Tri::No,
+                device: Tri::No,
+                ..ValueFacts::default()
+            };
+            let mut cursor = node.walk();
+            for element in node.named_children(&mut cursor) {
+                let element = sub(element);
+                facts.graph = facts.graph.or(element.graph);
+                facts.device = facts.device.or(element.device);
+                facts.float64 |= element.float64;
+            }
+            return facts;
+        }
+        if kind == k.dictionary_comprehension || kind == k.list_comprehension {
+            // The facts of the produced values.
+            let body = node.child_by_field_id(FIELDS.body);
+            let value = body.and_then(|body| {
+                if body.kind() == "pair" {
+                    body.child_by_field_id(FIELDS.value)
+                } else {
+                    Some(body)
+                }
+            });
+            let element = value.map(sub).unwrap_or_default();
+            return ValueFacts {
+                kind: Kind::Container,
+                ..element
+            };
+        }
+        if kind == k.dictionary || kind == k.set {
+            return ValueFacts::of(Kind::Container);
+        }
+        ValueFacts::default()
+    }
+
+    fn name_facts(&self, node: Node<'a>, depth: usize, arguments: &[(usize, u32, ValueFacts)]) -> ValueFacts {
+        let name = self.text(node);
+        let scope = self.scope_at(node);
+        if name == "self" {
+            return self.self_facts(node);
+        }
+        let Some((found_in, bindings)) = self.model.scopes.lookup(scope, name, node.start_byte())
+        else {
+            return ValueFacts::default();
+        };
+        // The binding that reaches the use: the last one before it in the same scope; from an
+        // enclosing scope, the last one.
+        let binding = if found_in == scope {
+            bindings
+                .iter()
+                .rev()
+                .find(|b| b.offset <= node.start_byte())
+                .or(bindings.last())
+        } else {
+            bindings.last()
+        };
+        let Some(binding) = binding else {
+            return ValueFacts::default();
+        };
+        if let BindingKind::Import(qualified) = &binding.kind {
+            let _ = qualified;
+            return ValueFacts::default();
+        }
+        match binding.site {
+            Site::Value { value, index } => {
+                let value_facts = match index.and_then(|i| element_of(value, i)) {
+                    Some(element) => self.facts_at_depth(element, depth, arguments),
+                    None => match (index, own_callee(self, value)) {
+                        // `a, b = helper(...)`: the matching element of what it returns.
+                        (Some(i), Some(callee)) => self
+                            .own_function_call_element(value, callee, depth, Some(i))
+                            .unwrap_or_else(|| self.facts_at_depth(value, depth, arguments)),
+                        _ => self.facts_at_depth(value, depth, arguments),
+                    },
+                };
+                ValueFacts {
+                    eval_mode: value_facts.eval_mode,
+                    ..value_facts
+                }
+            }
+            Site::Augmented(statement) => {
+                let right = statement
+                    .child_by_field_id(FIELDS.right)
+                    .map(|right| self.facts_at_depth(right, depth, arguments))
+                    .unwrap_or_default();
+                // What the name held before the `+=`.
+                let before = bindings
+                    .iter()
+                    .rev()
+                    .find(|b| b.offset < statement.start_byte())
+                    .and_then(|b| match b.site {
+                        Site::Value { value, index: None } => {
+                            Some(self.facts_at_depth(value, depth, arguments))
+                        }
+                        _ => None,
+                    })
+                    .unwrap_or_default();
+                before.combine(right)
+            }
+            Site::Loop { iterable, .. } => self.loop_item_facts(iterable),
+            Site::Parameter { function, index } => {
+                if let Some((_, _, facts)) = arguments
+                    .iter()
+                    .find(|(id, i, _)| *id == function.id() && *i == index)
+                {
+                    return *facts;
+                }
+                self.parameter_facts(function, name, index)
+            }
+            Site::Opaque => {
+                if binding.kind == BindingKind::Definition {
+                    return ValueFacts::default();
+                }
+                ValueFacts::default()
+            }
+        }
+    }
+
+    /// `self` inside a method: a model when the class is an `nn.Module`.
+    fn self_facts(&self, node: Node<'a>) -> ValueFacts {
+        let Some(class) = self.class_of(node) else {
+            return ValueFacts::default();
+        };
+        if self.modules().is_module_class(class) {
+            ValueFacts::of(Kind::Module)
+        } else {
+            ValueFacts::default()
+        }
+    }
+
+    /// The class whose method holds `node`.
+    pub fn class_of(&self, node: Node<'_>) -> Option<usize> {
+        let function = self.enclosing_function(node)?;
+        let mut facts = self.model.function_facts(function)?;
+        // Nested functions and lambdas inside a method see the method's class.
+        let mut scope = self.scope_at(function);
+        while facts.class.is_none() {
+            let parent = self.model.scopes.get(scope).parent?;
+            scope = parent;
+            let outer = self.model.scopes.get(scope);
+            if outer.kind != ScopeKind::Function {
+                return None;
+            }
+            facts = self.model.function_facts(outer.node?)?;
+        }
+        facts.class
+    }
+
+    fn parameter_facts(&self, function: Node<'a>, name: &str, index: u32) -> ValueFacts {
+        let facts = self.model.function_facts(function);
+        let in_module_forward = facts.is_some_and(|f| {
+            f.name == "forward" && f.class.is_some_and(|c| self.modules().is_module_class(c))
+        });
+        if in_module_forward && index > 0 {
+            // Inputs of a forward pass are activations: they carry the graph in training.
+            return ValueFacts::tensor(Tri::Yes, Tri::Unknown, false);
+        }
+        if looks_like_model(name) {
+            return ValueFacts::of(Kind::Module);
+        }
+        ValueFacts::default()
+    }
+
+    /// An item of `for x in iterable`.
+    fn loop_item_facts(&self, iterable: Node<'a>) -> ValueFacts {
+        let iterable_facts = self.facts(iterable);
+        if iterable_facts.kind == Kind::Module {
+            // `for layer in self.layers` over an `nn.ModuleList`.
+            return ValueFacts::of(Kind::Module);
+        }
+        let text = self.text(iterable);
+        if iterable_facts.kind == Kind::Loader || super::training::iterates_batches(text) {
+            // Batches from a data loader: CPU tensors (or structures of them).
+            return ValueFacts::tensor(Tri::No, Tri::No, false);
+        }
+        if text.starts_with("range(") || text.starts_with("enumerate(range") {
+            return ValueFacts::scalar();
+        }
+        ValueFacts::default()
+    }
+
+    fn attribute_facts(
+        &self,
+        node: Node<'a>,
+        depth: usize,
+        arguments: &[(usize, u32, ValueFacts)],
+    ) -> ValueFacts {
+        let (Some(object), Some(attribute)) = (
+            node.child_by_field_id(FIELDS.object),
+            node.child_by_field_id(FIELDS.attribute),
+        ) else {
+            return ValueFacts::default();
+        };
+        let attribute = self.text(attribute);
+        match attribute {
+            "data" | "grad" => {
+                let object = self.facts_at_depth(object, depth, arguments);
+                return ValueFacts {
+                    graph: Tri::No,
+                    eval_mode: false,
+                    ..object
+                };
+            }
+            "shape" | "dtype" | "ndim" | "is_cuda" | "requires_grad" | "training" => {
+                return ValueFacts::scalar();
+            }
+            "device" => return ValueFacts::scalar(),
+            "T" | "mT" | "real" | "imag" => return self.facts_at_depth(object, depth, arguments),
+            "weight" | "bias" => {
+                return ValueFacts::tensor(Tri::Unknown, Tri::Unknown, false);
+            }
+            _ => {}
+        }
+        if self.text(object) == "self" {
+            if NON_FORWARD.contains(&attribute) {
+                return ValueFacts::default();
+            }
+            return self.self_attribute_facts(node, attribute, depth);
+        }
+        let object_facts = self.facts_at_depth(object, depth, arguments);
+        if object_facts.kind == Kind::Module && !NON_FORWARD.contains(&attribute) {
+            // A submodule (`model.encoder`) or a method that runs the model (`model.decode`).
+            return ValueFacts {
+                eval_mode: false,
+                ..object_facts
+            };
+        }
+        ValueFacts::default()
+    }
+
+    /// `self.attr`: what the class assigns to it (in `__init__` or any method).
+    fn self_attribute_facts(&self, node: Node<'a>, attribute: &str, depth: usize) -> ValueFacts {
+        let Some(class) = self.class_of(node) else {
+            return ValueFacts::default();
+        };
+        let class_node = self.model.classes[class].node;
+        let mut facts: Option<ValueFacts> = None;
+        for assignment in &self.model.attribute_assignments {
+            if assignment.object != "self"
+                || assignment.attribute != attribute
+                || !class_node.byte_range().contains(&assignment.node.start_byte())
+            {
+                continue;
+            }
+            let value_facts = match assignment.site {
+                Site::Value { value, index } => {
+                    let target = index.and_then(|i| element_of(value, i)).unwrap_or(value);
+                    if target.id() == node.id() {
+                        continue;
+                    }
+                    self.facts_at_depth(target, depth, &[])
+                }
+                _ => continue,
+            };
+            facts = Some(match facts {
+                None => value_facts,
+                Some(previous) if previous.kind == Kind::None => value_facts,
+                Some(previous) if value_facts.kind == Kind::None => previous,
+                Some(previous) => ValueFacts {
+                    eval_mode: previous.eval_mode || value_facts.eval_mode,
+                    ..previous.combine(value_facts)
+                },
+            });
+        }
+        if let Some(facts) = facts
+            && facts.kind != Kind::Unknown
+        {
+            return facts;
+        }
+        // Submodules registered without a visible assignment, by name.
+        if self.modules().is_module_class(class) && looks_like_model(attribute) {
+            return ValueFacts::of(Kind::Module);
+        }
+        facts.unwrap_or_default()
+    }
+
+    fn call_facts(&self, node: Node<'a>, depth: usize, arguments: &[(usize, u32, ValueFacts)]) -> ValueFacts {
+        let Some(callee) = node.child_by_field_id(FIELDS.function) else {
+            return ValueFacts::default();
+        };
+        let args = node.child_by_field_id(FIELDS.arguments);
+        let argument_facts = || -> Vec<ValueFacts> {
+            let Some(args) = args else {
+                return Vec::new();
+            };
+            let mut cursor = args.walk();
+            let children: Vec<Node<'a>> = args
+                .named_children(&mut cursor)
+                .map(|argument| {
+                    let kind = argument.kind_id();
+                    if kind == KINDS.keyword_argument {
+                        argument.child_by_field_id(FIELDS.value).unwrap_or(argument)
+                    } else if kind == KINDS.list_splat || kind == KINDS.dictionary_splat {
+                        argument.named_child(0).unwrap_or(argument)
+                    } else {
+                        argument
+                    }
+                })
+                .collect();
+            children
+                .into_iter()
+                .map(|argument| self.facts_at_depth(argument, depth, arguments))
+                .collect()
+        };
+        let combine_arguments = || {
+            argument_facts()
+                .into_iter()
+                .fold(ValueFacts::scalar(), ValueFacts::combine)
+        };
+
+        if callee.kind_id() == KINDS.attribute {
+            let (Some(receiver), Some(method)) = (
+                callee.child_by_field_id(FIELDS.object),
+                callee.child_by_field_id(FIELDS.attribute),
+            ) else {
+                return ValueFacts::default();
+            };
+            let method = self.text(method);
+            // Library functions first (`torch.zeros`, `np.random.rand`, `F.mse_loss`).
+            if let Some(name) = self.qualified_name(callee)
+                && let Some(facts) = self.library_call(node, &name, &combine_arguments)
+            {
+                return facts;
+            }
+            // `self.model(x)`, `self.criterion(out, y)`: the attribute is itself a model.
+            let callee_facts = self.facts_at_depth(callee, depth, arguments);
+            if matches!(callee_facts.kind, Kind::Module | Kind::LossModule) {
+                return self.forward_facts(node, callee_facts, &combine_arguments);
+            }
+            let receiver_facts = self.facts_at_depth(receiver, depth, arguments);
+            return self.method_facts(node, receiver_facts, method, &combine_arguments, depth);
+        }
+
+        // A plain name: a library function, one of the file's functions or classes, or a
+        // model instance.
+        if let Some(name) = self.qualified_name(callee)
+            && let Some(facts) = self.library_call(node, &name, &combine_arguments)
+        {
+            return facts;
+        }
+        let callee_name = self.text(callee);
+        if callee_name == "self" {
+            return self.forward_facts(node, ValueFacts::of(Kind::Module), &combine_arguments);
+        }
+        if callee.kind_id() == KINDS.identifier {
+            if let Some(class) = self.model.class_named(callee_name) {
+                let index = self
+                    .model
+                    .classes
+                    .iter()
+                    .position(|c| c.node.id() == class.node.id())
+                    .unwrap_or(0);
+                return if self.modules().is_module_class(index) {
+                    ValueFacts {
+                        device: Tri::No,
+                        ..ValueFacts::of(Kind::Module)
+                    }
+                } else {
+                    ValueFacts::default()
+                };
+            }
+            let callee_facts = self.facts_at_depth(callee, depth, arguments);
+            if matches!(callee_facts.kind, Kind::Module | Kind::LossModule) {
+                return self.forward_facts(node, callee_facts, &combine_arguments);
+            }
+            if let Some(facts) = self.own_function_call(node, callee_name, depth) {
+                return facts;
+            }
+            return ValueFacts::default();
+        }
+        let callee_facts = self.facts_at_depth(callee, depth, arguments);
+        if matches!(callee_facts.kind, Kind::Module | Kind::LossModule) {
+            return self.forward_facts(node, callee_facts, &combine_arguments);
+        }
+        ValueFacts::default()
+    }
+
+    /// Calling a model (`model(x)`) or a loss module (`criterion(out, y)`).
+    fn forward_facts(
+        &self,
+        call: Node<'a>,
+        module: ValueFacts,
+        combine_arguments: &dyn Fn() -> ValueFacts,
+    ) -> ValueFacts {
+        let inputs = combine_arguments();
+        if module.kind == Kind::LossModule {
+            return ValueFacts {
+                kind: Kind::Tensor,
+                loss: true,
+                float64: inputs.float64,
+                graph: inputs.graph,
+                device: inputs.device,
+                eval_mode: false,
+            };
+        }
+        let recording = self.grad().mode_at(call.start_byte()).may_record();
+        let mut device = module.device.or(inputs.device);
+        if device == Tri::Unknown && self.targets_gpu() {
+            // A script that picks a GPU runs its models there.
+            device = Tri::Yes;
+        }
+        ValueFacts {
+            kind: Kind::Tensor,
+            graph: if recording { Tri::Yes } else { Tri::No },
+            device,
+            float64: module.float64,
+            loss: false,
+            eval_mode: false,
+        }
+    }
+
+    fn method_facts(
+        &self,
+        call: Node<'a>,
+        receiver: ValueFacts,
+        method: &str,
+        combine_arguments: &dyn Fn() -> ValueFacts,
+        depth: usize,
+    ) -> ValueFacts {
+        if TO_PYTHON.contains(&method) {
+            return ValueFacts::scalar();
+        }
+        match method {
+            "numpy" => {
+                return ValueFacts {
+                    kind: Kind::Numpy,
+                    graph: Tri::No,
+                    device: Tri::No,
+                    float64: receiver.float64,
+                    ..ValueFacts::default()
+                };
+            }
+            "detach" | "detach_" => {
+                return ValueFacts {
+                    graph: Tri::No,
+                    eval_mode: false,
+                    ..receiver
+                };
+            }
+            "cpu" => {
+                return ValueFacts {
+                    device: Tri::No,
+                    eval_mode: false,
+                    ..receiver
+                };
+            }
+            "cuda" => {
+                return ValueFacts {
+                    device: Tri::Yes,
+                    eval_mode: false,
+                    ..receiver
+                };
+            }
+            "to" => return self.to_facts(call, receiver),
+            "float" | "half" | "bfloat16" => {
+                return ValueFacts {
+                    float64: false,
+                    eval_mode: false,
+                    ..receiver
+                };
+            }
+            "double" => {
+                return ValueFacts {
+                    float64: true,
+                    eval_mode: false,
+                    ..receiver
+                };
+            }
+            "eval" if receiver.kind == Kind::Module => {
+                return ValueFacts {
+                    eval_mode: true,
+                    ..receiver
+                };
+            }
+            "astype" => {
+                let target = call
+                    .child_by_field_id(FIELDS.arguments)
+                    .and_then(|a| a.named_child(0))
+                    .map(|a| self.text(a))
+                    .unwrap_or("");
+                return ValueFacts {
+                    kind: Kind::Numpy,
+                    graph: Tri::No,
+                    device: Tri::No,
+                    float64: is_float64_dtype(target),
+                    ..ValueFacts::default()
+                };
+            }
+            _ => {}
+        }
+        match receiver.kind {
+            Kind::Module if !NON_FORWARD.contains(&method) => {
+                return self.forward_facts(call, receiver, combine_arguments);
+            }
+            Kind::Module => {
+                return match method {
+                    "train" | "requires_grad_" | "apply" | "share_memory" => ValueFacts {
+                        eval_mode: false,
+                        ..receiver
+                    },
+                    _ => ValueFacts::of(Kind::Container),
+                };
+            }
+            Kind::Rng => {
+                return if RNG_FLOATS.contains(&method) {
+                    ValueFacts {
+                        kind: Kind::Numpy,
+                        graph: Tri::No,
+                        device: Tri::No,
+                        float64: true,
+                        ..ValueFacts::default()
+                    }
+                } else {
+                    ValueFacts {
+                        kind: Kind::Numpy,
+                        graph: Tri::No,
+                        device: Tri::No,
+                        ..ValueFacts::default()
+                    }
+                };
+            }
+            Kind::Numpy => {
+                return ValueFacts {
+                    kind: Kind::Numpy,
+                    graph: Tri::No,
+                    device: Tri::No,
+                    float64: receiver.float64,
+                    ..ValueFacts::default()
+                };
+            }
+            Kind::Tensor => {
+                if NO_GRAPH_METHODS.contains(&method) {
+                    return ValueFacts {
+                        graph: Tri::No,
+                        float64: false,
+                        loss: false,
+                        eval_mode: false,
+                        ..receiver
+                    };
+                }
+                if method.ends_with('_') {
+                    // In-place: the receiver, now also depending on the arguments.
+                    return receiver.combine(combine_arguments());
+                }
+                let arguments = combine_arguments();
+                let mut facts = ValueFacts {
+                    loss: receiver.loss,
+                    eval_mode: false,
+                    ..receiver
+                };
+                facts.graph = facts.graph.or(if arguments.kind == Kind::Tensor {
+                    arguments.graph
+                } else {
+                    Tri::No
+                });
+                if matches!(method, "size" | "dim" | "numel" | "element_size" | "nelement") {
+                    return ValueFacts::scalar();
+                }
+                return facts;
+            }
+            _ => {}
+        }
+        let _ = depth;
+        ValueFacts::default()
+    }
+
+    /// Whether the file puts work on a GPU at all (`cuda`, `.to(device)`).
+    fn targets_gpu(&self) -> bool {
+        *self.targets_gpu.get_or_init(|| {
+            self.source.contains("cuda") || self.source.contains(".to(device") || self.source.contains(".to(self.device")
+        })
+    }
+
+    /// `x.to(device)`, `x.to(torch.float32)`, `x.to("cpu", non_blocking=True)`.
+    fn to_facts(&self, call: Node<'a>, receiver: ValueFacts) -> ValueFacts {
+        let mut facts = ValueFacts {
+            eval_mode: false,
+            ..receiver
+        };
+        let Some(arguments) = call.child_by_field_id(FIELDS.arguments) else {
+            return facts;
+        };
+        let mut cursor = arguments.walk();
+        for argument in arguments.named_children(&mut cursor) {
+            let value = if argument.kind_id() == KINDS.keyword_argument {
+                let name = argument
+                    .child_by_field_id(FIELDS.name)
+                    .map(|n| self.text(n))
+                    .unwrap_or("");
+                if name != "device" && name != "dtype" {
+                    continue;
+                }
+                match argument.child_by_field_id(FIELDS.value) {
+                    Some(value) => value,
+                    None => continue,
+                }
+            } else {
+                argument
+            };
+            let text = self.text(value);
+            if is_float64_dtype(text) {
+                facts.float64 = true;
+            } else if is_float_dtype(text) {
+                facts.float64 = false;
+            } else if is_device_expression(text) {
+                facts.device = if text.trim_matches(['"', '\'']) == "cpu" {
+                    Tri::No
+                } else {
+                    Tri::Yes
+                };
+            }
+        }
+        facts
+    }
+
+    /// Calls of library functions whose results torchlint knows.
+    fn library_call(
+        &self,
+        call: Node<'a>,
+        name: &str,
+        combine_arguments: &dyn Fn() -> ValueFacts,
+    ) -> Option<ValueFacts> {
+        let keyword = |key: &str| -> Option<&'a str> {
+            let arguments = call.child_by_field_id(FIELDS.arguments)?;
+            let mut cursor = arguments.walk();
+            let found = arguments.named_children(&mut cursor).find(|argument| {
+                argument.kind_id() == KINDS.keyword_argument
+                    && argument
+                        .child_by_field_id(FIELDS.name)
+                        .is_some_and(|n| self.text(n) == key)
+            })?;
+            found.child_by_field_id(FIELDS.value).map(|v| self.text(v))
+        };
+        let first_argument = || {
+            call.child_by_field_id(FIELDS.arguments)
+                .and_then(|a| a.named_child(0))
+                .filter(|a| a.kind_id() != KINDS.keyword_argument)
+        };
+        if let Some(function) = name.strip_prefix("torch.") {
+            if let Some(functional) = function
+                .strip_prefix("nn.functional.")
+                .or_else(|| function.strip_prefix("nn.F."))
+            {
+                let inputs = combine_arguments();
+                return Some(ValueFacts {
+                    kind: Kind::Tensor,
+                    graph: if functional == "one_hot" {
+                        Tri::No
+                    } else {
+                        inputs.graph
+                    },
+                    device: inputs.device,
+                    float64: inputs.float64,
+                    loss: is_loss_function(functional),
+                    eval_mode: false,
+                });
+            }
+            if let Some(class) = function.strip_prefix("nn.") {
+                let last = class.rsplit('.').next().unwrap_or(class);
+                if last.starts_with(|c: char| c.is_ascii_uppercase()) {
+                    return Some(ValueFacts {
+                        device: Tri::No,
+                        ..ValueFacts::of(if last.ends_with("Loss") {
+                            Kind::LossModule
+                        } else {
+                            Kind::Module
+                        })
+                    });
+                }
+                if class.starts_with("utils.clip_grad") {
+                    return Some(ValueFacts::tensor(Tri::No, Tri::Yes, false));
+                }
+                return None;
+            }
+            if function.starts_with("optim.") && !function.starts_with("optim.lr_scheduler") {
+                return Some(ValueFacts::of(Kind::Optimizer));
+            }
+            if function == "utils.data.DataLoader" || function == "utils.data.dataloader.DataLoader"
+            {
+                return Some(ValueFacts::of(Kind::Loader));
+            }
+            if function == "device" || function == "get_default_dtype" {
+                return Some(ValueFacts::scalar());
+            }
+            let last = function.rsplit('.').next().unwrap_or(function);
+            if function.contains('.') && !function.starts_with("linalg.") && !function.starts_with("fft.") && !function.starts_with("special.") {
+                // Submodules like `torch.cuda.*`, `torch.autograd.*`: not tensor math.
+                return None;
+            }
+            let dtype = keyword("dtype");
+            let explicit_float64 = dtype.is_some_and(is_float64_dtype);
+            let device = keyword("device").map(|d| {
+                if d.trim_matches(['"', '\'']) == "cpu" {
+                    Tri::No
+                } else {
+                    Tri::Yes
+                }
+            });
+            if CREATION.contains(&last) {
+                let inputs = if matches!(last, "tensor" | "as_tensor" | "from_numpy")
+                    || last.ends_with("_like")
+                {
+                    first_argument().map(|a| self.facts(a)).unwrap_or_default()
+                } else {
+                    ValueFacts::default()
+                };
+                let float64 = match dtype {
+                    Some(dtype) => explicit_float64 || (dtype.is_empty()),
+                    None => inputs.float64 && inputs.kind != Kind::Scalar,
+                };
+                return Some(ValueFacts::tensor(
+                    Tri::No,
+                    device.unwrap_or(if last.ends_with("_like") {
+                        inputs.device
+                    } else {
+                        Tri::No
+                    }),
+                    float64,
+                ));
+            }
+            let inputs = combine_arguments();
+            let graph = if NO_GRAPH_FUNCTIONS.contains(&last) {
+                Tri::No
+            } else {
+                inputs.graph
+            };
+            return Some(ValueFacts {
+                kind: Kind::Tensor,
+                graph,
+                device: device.unwrap_or(inputs.device),
+                float64: explicit_float64 || (dtype.is_none() && inputs.float64),
+                loss: false,
+                eval_mode: false,
+            });
+        }
+        if let Some(function) = name.strip_prefix("numpy.") {
+            if function == "random.default_rng" || function == "random.RandomState" {
+                return Some(ValueFacts::of(Kind::Rng));
+            }
+            let dtype = keyword("dtype");
+            let numpy = |float64: bool| ValueFacts {
+                kind: Kind::Numpy,
+                graph: Tri::No,
+                device: Tri::No,
+                float64,
+                ..ValueFacts::default()
+            };
+            if NUMPY_FLOAT_SOURCES.contains(&function) {
+                return Some(numpy(match dtype {
+                    Some(dtype) => is_float64_dtype(dtype),
+                    None => true,
+                }));
+            }
+            if matches!(function, "array" | "asarray" | "ascontiguousarray") {
+                if let Some(dtype) = dtype {
+                    return Some(numpy(is_float64_dtype(dtype)));
+                }
+                let float64 = first_argument().is_some_and(|a| {
+                    self.facts(a).float64 || is_list_of_float_literals(self, a)
+                });
+                return Some(numpy(float64));
+            }
+            if function == "arange" {
+                let float64 = call
+                    .child_by_field_id(FIELDS.arguments)
+                    .is_some_and(|a| self.text(a).contains('.'));
+                return Some(numpy(float64));
+            }
+            let inputs = combine_arguments();
+            return Some(numpy(
+                inputs.float64 && !matches!(function, "argmax" | "argmin" | "argsort" | "round"),
+            ));
+        }
+        match name {
+            "float" | "int" | "bool" | "len" | "str" | "round" | "abs" | "isinstance" => {
+                Some(ValueFacts::scalar())
+            }
+            "min" | "max" => Some(combine_arguments()),
+            "list" | "tuple" | "dict" | "set" | "sorted" | "zip" | "enumerate" | "range" => {
+                Some(ValueFacts::of(Kind::Container))
+            }
+            _ => None,
+        }
+    }
+
+    /// A call of one of the file's own functions: the facts of what it returns, with its
+    /// parameters bound to the arguments' facts.
+    fn own_function_call(&self, call: Node<'a>, name: &str, depth: usize) -> Option<ValueFacts> {
+        self.own_function_call_element(call, name, depth, None)
+    }
+
+    /// Like `own_function_call`, for the `element`th value of a returned tuple.
+    fn own_function_call_element(
+        &self,
+        call: Node<'a>,
+        name: &str,
+        depth: usize,
+        element: Option<u32>,
+    ) -> Option<ValueFacts> {
+        if depth >= MAX_CALL_DEPTH {
+            return None;
+        }
+        let function = self.model.function_nodes_named(name).next()?;
+        // Bind positional arguments to parameters by index.
+        let mut bound = Vec::new();
+        let mut any_argument_graph = false;
+        if let Some(arguments) = call.child_by_field_id(FIELDS.arguments) {
+            let mut cursor = arguments.walk();
+            for argument in arguments.named_children(&mut cursor) {
+                let inner = if argument.kind_id() == KINDS.keyword_argument
+                    || argument.kind_id() == KINDS.list_splat
+                    || argument.kind_id() == KINDS.dictionary_splat
+                {
+                    argument
+                        .child_by_field_id(FIELDS.value)
+                        .or_else(|| argument.named_child(0))
+                        .unwrap_or(argument)
+                } else {
+                    argument
+                };
+                any_argument_graph |= self.facts_at_depth(inner, depth, &[]).graph == Tri::Yes;
+            }
+            let mut cursor = arguments.walk();
+            let positional: Vec<Node<'a>> = arguments
+                .named_children(&mut cursor)
+                .filter(|a| {
+                    a.kind_id() != KINDS.keyword_argument
+                        && a.kind_id() != KINDS.list_splat
+                        && a.kind_id() != KINDS.dictionary_splat
+                })
+                .collect();
+            for (index, argument) in positional.into_iter().enumerate() {
+                let facts = self.facts_at_depth(argument, depth, &[]);
+                bound.push((function.id(), index as u32, facts));
+            }
+        }
+        let returns = returns_of(function);
+        if returns.is_empty() {
+            return None;
+        }
+        let mut result: Option<ValueFacts> = None;
+        for value in returns {
+            let value = match element {
+                Some(index) => element_of(value, index).unwrap_or(value),
+                None => value,
+            };
+            let mut facts = self.facts_at_depth(value, depth + 1, &bound);
+            // A function of graph-carrying tensors returns one, unless it detaches.
+            if facts.graph == Tri::Unknown
+                && any_argument_graph
+                && matches!(facts.kind, Kind::Tensor | Kind::Unknown)
+            {
+                facts.graph = Tri::Yes;
+            }
+            result = Some(match result {
+                None => facts,
+                Some(previous) => ValueFacts {
+                    eval_mode: false,
+                    ..previous.combine(facts)
+                },
+            });
+        }
+        result
+    }
+
+}
+
+/// The name of the file's own function a call calls (`helper(...)`), if it is one.
+fn own_callee<'a>(analysis: &Analysis<'a>, call: Node<'a>) -> Option<&'a str> {
+    if call.kind_id() != KINDS.call {
+        return None;
+    }
+    let callee = call.child_by_field_id(FIELDS.function)?;
+    if callee.kind_id() != KINDS.identifier {
+        return None;
+    }
+    let name = analysis.text(callee);
+    analysis.model.function_nodes_named(name).next().map(|_| name)
+}
+
+/// The `index`th element of a tuple or list expression (`a, b = x, y`).
+fn element_of(value: Node<'_>, index: u32) -> Option<Node<'_>> {
+    let kind = value.kind_id();
+    if kind == KINDS.tuple || kind == KINDS.list || kind == KINDS.expression_list {
+        value.named_child(index)
+    } else {
+        None
+    }
+}
+
+/// The expressions a function returns (not those of nested functions).
+fn returns_of(function: Node<'_>) -> Vec<Node<'_>> {
+    let mut returns = Vec::new();
+    let Some(body) = function.child_by_field_id(FIELDS.body) else {
+        return returns;
+    };
+    let mut stack = vec![body];
+    while let Some(node) = stack.pop() {
+        let kind = node.kind_id();
+        if kind == KINDS.function_definition || kind == KINDS.lambda || kind == KINDS.class_definition
+        {
+            continue;
+        }
+        if node.kind() == "return_statement" {
+            if let Some(value) = node.named_child(0) {
+                returns.push(value);
+            }
+            continue;
+        }
+        let mut cursor = node.walk();
+        stack.extend(node.named_children(&mut cursor));
+    }
+    returns
+}
+
+/// Names people give models: `model`, `net`, `teacher`, `self.encoder`, `gen`, `disc`.
+pub fn looks_like_model(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    matches!(
+        name.as_str(),
+        "model"
+            | "net"
+            | "network"
+            | "module"
+            | "encoder"
+            | "decoder"
+            | "teacher"
+            | "student"
+            | "backbone"
+            | "classifier"
+            | "generator"
+            | "discriminator"
+            | "critic"
+            | "actor"
+            | "policy"
+            | "gen"
+            | "disc"
+            | "ema_model"
+            | "base_model"
+            | "target_model"
+    ) || name.ends_with("_model")
+        || name.ends_with("_net")
+        || name.starts_with("model_")
+}
+
+fn is_float64_dtype(text: &str) -> bool {
+    matches!(
+        text.trim(),
+        "torch.float64"
+            | "torch.double"
+            | "np.float64"
+            | "numpy.float64"
+            | "np.double"
+            | "float"
+            | "\"float64\""
+            | "'float64'"
+            | "\"double\""
+            | "'double'"
+            | "\"float\""
+            | "'float'"
+            | "float64"
+    )
+}
+
+fn is_float_dtype(text: &str) -> bool {
+    let text = text.trim();
+    text.contains("float32")
+        || text.contains("float16")
+        || text.contains("bfloat16")
+        || text == "torch.float"
+        || text == "torch.half"
+        || text.contains("int")
+        || text.contains("long")
+        || text.contains("bool")
+}
+
+/// `device`, `self.device`, `args.device`, `"cuda"`, `f"cuda:{rank}"`, `torch.device(...)`.
+fn is_device_expression(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    lower.contains("device") || lower.contains("cuda") || lower.contains("cpu") || lower.contains("rank")
+}
+
+fn is_loss_function(name: &str) -> bool {
+    name.contains("loss")
+        || matches!(
+            name,
+            "cross_entropy" | "binary_cross_entropy" | "binary_cross_entropy_with_logits" | "kl_div"
+        )
+}
+
+fn is_list_of_float_literals(analysis: &Analysis<'_>, node: Node<'_>) -> bool {
+    if node.kind_id() != KINDS.list {
+        return false;
+    }
+    let text = analysis.text(node);
+    text.contains('.') && !text.contains('"') && !text.contains('\'')
+}
