@@ -10,11 +10,13 @@ use tree_sitter::{Node, QueryCursor, Tree};
 
 use crate::diagnostic::Diagnostic;
 use crate::parse::{Descend, FIELDS, KINDS, Visit, text, walk};
+use crate::project::{self, Assumption, FunctionKey};
 use crate::rules::RuleMeta;
 use crate::rules::declarative::Context;
-use crate::semantic::scope::ScopeId;
-pub use crate::semantic::grad::GradMode;
 use crate::semantic::analysis::Analysis;
+pub use crate::semantic::grad::GradMode;
+use crate::semantic::modules;
+use crate::semantic::scope::ScopeId;
 use crate::semantic::{SemanticModel, training};
 use crate::settings::Settings;
 use crate::source::{SourceFile, TextRange};
@@ -26,7 +28,9 @@ enum FrameKind {
     OtherScope,
     Loop,
     Except,
-    If { debug_guard: bool },
+    If {
+        debug_guard: bool,
+    },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -218,20 +222,40 @@ impl<'a> Checker<'a> {
 
     /// Frames of the current function (innermost first), up to its boundary.
     fn frames_in_function(&self) -> impl Iterator<Item = &Frame<'a>> {
-        self.frames.iter().rev().take_while(|frame| {
-            !matches!(
-                frame.kind,
-                FrameKind::Function | FrameKind::OtherScope
-            )
-        })
+        self.frames
+            .iter()
+            .rev()
+            .take_while(|frame| !matches!(frame.kind, FrameKind::Function | FrameKind::OtherScope))
     }
 
     fn enclosing_function(&self) -> Option<&Frame<'a>> {
-        self.frames.iter().rev().find(|frame| {
-            matches!(
-                frame.kind,
-                FrameKind::Function | FrameKind::OtherScope
-            )
+        self.frames
+            .iter()
+            .rev()
+            .find(|frame| matches!(frame.kind, FrameKind::Function | FrameKind::OtherScope))
+    }
+
+    /// For a finding that needs grad at `node` where only the callers of its function can
+    /// tell: the assumption the project pass checks.
+    pub fn caller_assumption(&self, node: Node<'_>) -> Option<Assumption> {
+        let id = self.analysis.grad().deciding_function(node.start_byte())?;
+        let facts = self.model.function_facts_by_id(id)?;
+        // A function that calls `.backward()` or `optimizer.step()` runs with grad.
+        if facts.contains_training {
+            return None;
+        }
+        let framework_hook = training::is_eval_hook(&facts.name)
+            && self
+                .analysis
+                .class_of(node)
+                .is_some_and(|class| !modules::bases_are_plain_modules(&self.analysis, class));
+        Some(Assumption::EnteredWithGrad {
+            function: FunctionKey {
+                module: project::module_path(self.source.name()),
+                name: facts.name.clone(),
+                method: facts.class.is_some(),
+            },
+            framework_hook,
         })
     }
 

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::project::Assumption;
 use crate::rules::RuleMeta;
 use crate::source::{SourceFile, TextRange};
 
@@ -73,6 +74,9 @@ pub struct Diagnostic {
     pub labels: Vec<Label>,
     pub help: Option<String>,
     pub fix: Option<Fix>,
+    /// What the finding takes for granted about other files; the project pass drops it when
+    /// that turns out false.
+    pub assumption: Option<Assumption>,
 }
 
 impl Diagnostic {
@@ -85,7 +89,13 @@ impl Diagnostic {
             labels: Vec::new(),
             help: rule.help.clone(),
             fix: None,
+            assumption: None,
         }
+    }
+
+    pub fn assuming(mut self, assumption: Option<Assumption>) -> Self {
+        self.assumption = assumption;
+        self
     }
 
     pub fn with_label(mut self, range: TextRange, message: impl Into<String>) -> Self {

@@ -3,7 +3,7 @@
 //! The pipeline, each stage consuming the previous one's output: discovery (`discovery`) →
 //! source text (`source`) → parse (`parse`) → semantic model (`semantic`) → rules
 //! (`checker`, `rules`) → diagnostics (`diagnostic`, `suppression`) → renderers (`render`).
-//! `linter` is the engine API the command line, the editor server and the probe share.
+//! `project` resolves what one file cannot know about another. `linter` is the engine API the command line, the editor server and the probe share.
 
 pub mod checker;
 pub mod cli;
@@ -12,6 +12,7 @@ pub mod discovery;
 pub mod error;
 pub mod linter;
 pub mod parse;
+pub mod project;
 pub mod render;
 pub mod rules;
 pub mod semantic;

@@ -13,6 +13,7 @@ use crate::diagnostic::FileDiagnostics;
 use crate::discovery::{self, FileError, LintTarget, describe_io_error};
 use crate::linter;
 use crate::parse;
+use crate::project::{self, Assumption, ProjectFile};
 use crate::render::{self, OutputFormat, Report};
 use crate::rules::RuleMeta;
 use crate::settings::resolver::Resolver;
@@ -98,6 +99,7 @@ pub fn run(args: CheckArgs) -> u8 {
             .par_iter()
             .map(|target| lint_target(target, args.parse_only))
             .collect();
+        apply_project_facts(&mut outcomes, &discovered.targets);
         for target in &discovered.targets {
             if !settings_used
                 .iter()
@@ -177,6 +179,49 @@ pub fn run(args: CheckArgs) -> u8 {
 
     let findings_status = if count > 0 && !args.exit_zero { 1 } else { 0 };
     report_errors(&errors, &internal, findings_status)
+}
+
+/// The second pass: drops the findings whose function the other files of the run only call
+/// with grad disabled (`project`).
+fn apply_project_facts(outcomes: &mut [Outcome], targets: &[LintTarget]) {
+    let assumptions: Vec<Assumption> = outcomes
+        .iter()
+        .filter_map(|outcome| match outcome {
+            Outcome::Linted { file, .. } => Some(file.diagnostics.iter()),
+            _ => None,
+        })
+        .flatten()
+        .filter_map(|diagnostic| diagnostic.assumption.clone())
+        .collect();
+    if assumptions.is_empty() {
+        return;
+    }
+    let displays: Vec<PathBuf> = targets.iter().map(|t| display_path(&t.path)).collect();
+    let files: Vec<ProjectFile<'_>> = targets
+        .iter()
+        .zip(&displays)
+        .map(|(target, display)| ProjectFile {
+            path: &target.path,
+            display,
+            kinds: target.settings.dispatch().kinds(),
+        })
+        .collect();
+    let assumptions: Vec<&Assumption> = assumptions.iter().collect();
+    let no_grad = project::no_grad_functions(&files, &assumptions);
+    if no_grad.is_empty() {
+        return;
+    }
+    for outcome in outcomes.iter_mut() {
+        if let Outcome::Linted { file, .. } = outcome {
+            file.diagnostics
+                .retain(|diagnostic| match &diagnostic.assumption {
+                    Some(Assumption::EnteredWithGrad { function, .. }) => {
+                        !no_grad.contains(function)
+                    }
+                    None => true,
+                });
+        }
+    }
 }
 
 fn lint_target(target: &LintTarget, parse_only: bool) -> Outcome {

@@ -106,7 +106,11 @@ impl<'a> Analysis<'a> {
         if kind == k.conditional_expression {
             let first = node.named_child(0).map_or(Constant::Unknown, next);
             let last = node.named_child(2).map_or(Constant::Unknown, next);
-            return if first == last { first } else { Constant::Unknown };
+            return if first == last {
+                first
+            } else {
+                Constant::Unknown
+            };
         }
         Constant::Unknown
     }
@@ -130,7 +134,10 @@ impl<'a> Analysis<'a> {
         match binding.map(|b| b.site) {
             Some(Site::Value { value, index }) => {
                 let value = match index {
-                    Some(i) if value.kind_id() == KINDS.tuple || value.kind_id() == KINDS.expression_list => {
+                    Some(i)
+                        if value.kind_id() == KINDS.tuple
+                            || value.kind_id() == KINDS.expression_list =>
+                    {
                         match value.named_child(i) {
                             Some(element) => element,
                             None => return Constant::Unknown,
@@ -217,11 +224,14 @@ impl<'a> Analysis<'a> {
             })
             .unwrap_or_default();
         match name.as_str() {
-            "os.cpu_count" | "multiprocessing.cpu_count" | "torch.multiprocessing.cpu_count"
+            "os.cpu_count"
+            | "multiprocessing.cpu_count"
+            | "torch.multiprocessing.cpu_count"
             | "psutil.cpu_count" => Constant::CpuCount,
-            "len" if arguments
-                .first()
-                .is_some_and(|a| self.text(*a).contains("sched_getaffinity")) =>
+            "len"
+                if arguments
+                    .first()
+                    .is_some_and(|a| self.text(*a).contains("sched_getaffinity")) =>
             {
                 Constant::CpuCount
             }
@@ -245,13 +255,19 @@ impl<'a> Analysis<'a> {
                 if name == "min" {
                     // Bounded by the smallest literal.
                     ints.iter().min().map_or(
-                        if cpu { Constant::CpuCount } else { Constant::Unknown },
+                        if cpu {
+                            Constant::CpuCount
+                        } else {
+                            Constant::Unknown
+                        },
                         |&i| Constant::Int(i),
                     )
                 } else if cpu {
                     Constant::CpuCount
                 } else {
-                    ints.iter().max().map_or(Constant::Unknown, |&i| Constant::Int(i))
+                    ints.iter()
+                        .max()
+                        .map_or(Constant::Unknown, |&i| Constant::Int(i))
                 }
             }
             _ => Constant::Unknown,
@@ -279,7 +295,8 @@ impl<'a> Analysis<'a> {
                     let value = child.child_by_field_id(FIELDS.value);
                     match key {
                         "dest" => {
-                            call_dest = value.map(|v| self.text(v).trim_matches(['"', '\'']).to_owned())
+                            call_dest =
+                                value.map(|v| self.text(v).trim_matches(['"', '\'']).to_owned())
                         }
                         "default" => default = value,
                         _ => {}
@@ -322,7 +339,9 @@ impl<'a> Analysis<'a> {
         let body = class.node.child_by_field_id(FIELDS.body)?;
         let mut cursor = body.walk();
         for statement in body.named_children(&mut cursor) {
-            let Some(assignment) = statement.named_child(0).filter(|s| s.kind_id() == KINDS.assignment)
+            let Some(assignment) = statement
+                .named_child(0)
+                .filter(|s| s.kind_id() == KINDS.assignment)
             else {
                 continue;
             };

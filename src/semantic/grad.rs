@@ -101,6 +101,11 @@ impl GradInfo {
                         decorator,
                     },
                 )
+            } else if kind == KINDS.call {
+                let Some((range, effect)) = statement_switch(analysis, node) else {
+                    continue;
+                };
+                (range, RegionKind::With(effect))
             } else {
                 continue;
             };
@@ -164,7 +169,10 @@ impl GradInfo {
                 decorator: Some(effect),
                 ..
             } => effect,
-            RegionKind::Function { id, decorator: None } => {
+            RegionKind::Function {
+                id,
+                decorator: None,
+            } => {
                 return if self.disabled_by_callers.get(&id).copied().unwrap_or(false) {
                     GradMode::Disabled
                 } else {
@@ -176,6 +184,19 @@ impl GradInfo {
             GradEffect::Disable => GradMode::Disabled,
             GradEffect::Enable => GradMode::Enabled,
             GradEffect::Conditional => GradMode::Conditional,
+        }
+    }
+
+    /// The function whose callers decide the grad mode at `offset`, when this file cannot
+    /// ([`GradMode::FromCaller`]): a node id, for the project index to look further.
+    pub fn deciding_function(&self, offset: usize) -> Option<usize> {
+        let index = self.innermost(offset)?;
+        match self.regions[index].kind {
+            RegionKind::Function {
+                id,
+                decorator: None,
+            } if !self.disabled_by_callers.get(&id).copied().unwrap_or(false) => Some(id),
+            _ => None,
         }
     }
 
@@ -262,6 +283,40 @@ fn with_effect(analysis: &Analysis<'_>, with: Node<'_>) -> Option<GradEffect> {
     })
 }
 
+/// A bare `torch.set_grad_enabled(False)` statement switches grad mode for the statements
+/// after it in the same block, up to the next such switch.
+fn statement_switch(analysis: &Analysis<'_>, call: Node<'_>) -> Option<(TextRange, GradEffect)> {
+    let statement = grad_switch_statement(analysis, call)?;
+    let effect = grad_effect_of(analysis, call)?;
+    let block = statement.parent()?;
+    let mut end = block.end_byte();
+    let mut next = statement.next_named_sibling();
+    while let Some(sibling) = next {
+        let switches = sibling.named_child(0).is_some_and(|child| {
+            child.kind_id() == KINDS.call && grad_switch_statement(analysis, child).is_some()
+        });
+        if switches {
+            end = sibling.start_byte();
+            break;
+        }
+        next = sibling.next_named_sibling();
+    }
+    Some((statement.end_byte()..end, effect))
+}
+
+/// The statement holding `call` when it is a bare `set_grad_enabled(...)` statement.
+fn grad_switch_statement<'a>(analysis: &Analysis<'_>, call: Node<'a>) -> Option<Node<'a>> {
+    let statement = call.parent()?;
+    if statement.kind() != "expression_statement" {
+        return None;
+    }
+    let callee = call.child_by_field_id(FIELDS.function)?;
+    analysis
+        .text(callee)
+        .ends_with("set_grad_enabled")
+        .then_some(statement)
+}
+
 fn decorator_effect(analysis: &Analysis<'_>, function: Node<'_>) -> Option<GradEffect> {
     let parent = function.parent()?;
     if parent.kind_id() != KINDS.decorated_definition {
@@ -316,6 +371,11 @@ pub fn grad_effect_of(analysis: &Analysis<'_>, expression: Node<'_>) -> Option<G
             Some("True") => Some(GradEffect::Enable),
             _ => Some(GradEffect::Conditional),
         },
-        _ => None,
+        // Projects wrap these (`smart_inference_mode()`, `torch_no_grad`): trust the name.
+        other => {
+            let last = other.rsplit('.').next().unwrap_or(other);
+            (last.contains("no_grad") || last.contains("inference_mode"))
+                .then_some(GradEffect::Disable)
+        }
     }
 }

@@ -141,7 +141,11 @@ impl<'a> SemanticModel<'a> {
 
     /// Function nodes defined in this module with this name.
     pub fn function_nodes_named(&self, name: &str) -> impl Iterator<Item = Node<'a>> + '_ {
-        self.functions_by_name.get(name).into_iter().flatten().copied()
+        self.functions_by_name
+            .get(name)
+            .into_iter()
+            .flatten()
+            .copied()
     }
 
     pub fn function_facts_by_id(&self, id: usize) -> Option<&FunctionFacts> {
@@ -456,7 +460,10 @@ impl<'a> Builder<'a> {
                         node.child_by_field_id(FIELDS.right),
                     )
                 {
-                    self.bind_tuple(left, node.start_byte(), |index| Site::Loop { iterable, index });
+                    self.bind_tuple(left, node.start_byte(), |index| Site::Loop {
+                        iterable,
+                        index,
+                    });
                 }
                 let header_end = node
                     .child_by_field_id(if is_for {
@@ -480,7 +487,10 @@ impl<'a> Builder<'a> {
                     node.child_by_field_id(FIELDS.left),
                     node.child_by_field_id(FIELDS.right),
                 ) {
-                    self.bind_tuple(left, node.start_byte(), |index| Site::Loop { iterable, index });
+                    self.bind_tuple(left, node.start_byte(), |index| Site::Loop {
+                        iterable,
+                        index,
+                    });
                 }
             }
             Action::Function => {
@@ -492,7 +502,12 @@ impl<'a> Builder<'a> {
                     .child_by_field_id(FIELDS.name)
                     .map_or("", |name| text(name, self.source));
                 if let Some(name_node) = node.child_by_field_id(FIELDS.name) {
-                    self.bind(name, BindingKind::Definition, name_node.start_byte(), Site::Opaque);
+                    self.bind(
+                        name,
+                        BindingKind::Definition,
+                        name_node.start_byte(),
+                        Site::Opaque,
+                    );
                 }
                 let bases = node
                     .child_by_field_id(FIELDS.superclasses)
@@ -630,7 +645,12 @@ impl<'a> Builder<'a> {
             .child_by_field_id(FIELDS.name)
             .map_or("", |name| text(name, self.source));
         if let Some(name_node) = node.child_by_field_id(FIELDS.name) {
-            self.bind(name, BindingKind::Definition, name_node.start_byte(), Site::Opaque);
+            self.bind(
+                name,
+                BindingKind::Definition,
+                name_node.start_byte(),
+                Site::Opaque,
+            );
         }
         let header_end = node
             .child_by_field_id(FIELDS.parameters)
@@ -704,7 +724,8 @@ impl<'a> Builder<'a> {
 
     fn bind(&mut self, name: &'a str, kind: BindingKind, offset: usize, site: Site<'a>) {
         let scope = self.scope();
-        self.scopes.bind(scope, name, Binding { kind, offset, site });
+        self.scopes
+            .bind(scope, name, Binding { kind, offset, site });
     }
 
     /// Records what a call calls (for call-site analysis) and `x.eval()` / `x.train()`.
@@ -741,7 +762,12 @@ impl<'a> Builder<'a> {
         self.calls_by_name.entry(name).or_default().push(call);
     }
 
-    fn record_attribute_assignment(&mut self, target: Node<'a>, site: Site<'a>, statement: Node<'a>) {
+    fn record_attribute_assignment(
+        &mut self,
+        target: Node<'a>,
+        site: Site<'a>,
+        statement: Node<'a>,
+    ) {
         let (Some(object), Some(attribute)) = (
             target.child_by_field_id(FIELDS.object),
             target.child_by_field_id(FIELDS.attribute),
@@ -839,12 +865,12 @@ impl<'a> Builder<'a> {
         };
         let kind = left.kind_id();
         if kind == KINDS.identifier {
-            let binding = if value.kind_id() == KINDS.identifier || value.kind_id() == KINDS.attribute
-            {
-                BindingKind::Alias(value.byte_range())
-            } else {
-                BindingKind::Other
-            };
+            let binding =
+                if value.kind_id() == KINDS.identifier || value.kind_id() == KINDS.attribute {
+                    BindingKind::Alias(value.byte_range())
+                } else {
+                    BindingKind::Other
+                };
             self.bind(
                 text(left, self.source),
                 binding,
@@ -874,9 +900,19 @@ impl<'a> Builder<'a> {
 
     /// Binds the names of a target that may be a tuple (`a`, `a, b`, `(a, (b, c))`): the
     /// `index`th top-level name gets `site(Some(index))`, nested ones `site(None)`.
-    fn bind_tuple(&mut self, target: Node<'a>, offset: usize, site: impl Fn(Option<u32>) -> Site<'a>) {
+    fn bind_tuple(
+        &mut self,
+        target: Node<'a>,
+        offset: usize,
+        site: impl Fn(Option<u32>) -> Site<'a>,
+    ) {
         if target.kind_id() == KINDS.identifier {
-            self.bind(text(target, self.source), BindingKind::Other, offset, site(None));
+            self.bind(
+                text(target, self.source),
+                BindingKind::Other,
+                offset,
+                site(None),
+            );
             return;
         }
         let mut cursor = target.walk();

@@ -50,7 +50,10 @@ pub enum Site<'s> {
     /// `name += value`: the augmented assignment.
     Augmented(Node<'s>),
     /// `for name in iterable` (the `index`th name of the target tuple).
-    Loop { iterable: Node<'s>, index: Option<u32> },
+    Loop {
+        iterable: Node<'s>,
+        index: Option<u32>,
+    },
     /// The `index`th parameter of a function or lambda.
     Parameter { function: Node<'s>, index: u32 },
     /// Imports, definitions, `except ... as`, `global`: no value to analyse.
@@ -110,8 +113,7 @@ impl<'s> Scopes<'s> {
         let mut id = candidate;
         loop {
             let scope = &self.scopes[id];
-            if scope.range.start <= offset && offset < scope.range.end.max(scope.range.start + 1)
-            {
+            if scope.range.start <= offset && offset < scope.range.end.max(scope.range.start + 1) {
                 return id;
             }
             match scope.parent {

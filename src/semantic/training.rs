@@ -123,6 +123,15 @@ pub fn callee_name<'s>(call: Node<'_>, source: &'s str) -> &'s str {
         .map_or("", |function| last_name(function, source))
 }
 
+/// Methods that training frameworks call on a model to evaluate it, with grad disabled when
+/// the model derives from the framework's base class.
+pub fn is_eval_hook(function_name: &str) -> bool {
+    matches!(
+        function_name,
+        "validation_step" | "test_step" | "predict_step" | "val_step"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

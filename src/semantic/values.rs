@@ -147,10 +147,83 @@ const MAX_CALL_DEPTH: usize = 3;
 const TO_PYTHON: &[&str] = &["item", "tolist"];
 /// Methods whose result carries no graph (integers, booleans, indices).
 const NO_GRAPH_METHODS: &[&str] = &[
-    "long", "int", "bool", "short", "byte", "argmax", "argmin", "argsort", "eq", "ne", "lt", "gt",
-    "le", "ge", "isnan", "isinf", "isfinite", "nonzero", "sign", "floor_divide", "logical_and",
-    "logical_or", "logical_not", "all", "any", "unique", "bincount",
+    "long",
+    "int",
+    "bool",
+    "short",
+    "byte",
+    "argmax",
+    "argmin",
+    "argsort",
+    "eq",
+    "ne",
+    "lt",
+    "gt",
+    "le",
+    "ge",
+    "isnan",
+    "isinf",
+    "isfinite",
+    "nonzero",
+    "sign",
+    "floor_divide",
+    "logical_and",
+    "logical_or",
+    "logical_not",
+    "all",
+    "any",
+    "unique",
+    "bincount",
 ];
+/// Tensor methods whose result depends differentiably on their tensor arguments.
+const ARITHMETIC_METHODS: &[&str] = &[
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "true_divide",
+    "matmul",
+    "mm",
+    "bmm",
+    "mv",
+    "dot",
+    "pow",
+    "where",
+    "masked_fill",
+    "masked_scatter",
+    "scatter",
+    "scatter_add",
+    "index_add",
+    "index_put",
+    "addmm",
+    "addbmm",
+    "baddbmm",
+    "addcmul",
+    "addcdiv",
+    "lerp",
+    "maximum",
+    "minimum",
+    "fmax",
+    "fmin",
+    "atan2",
+    "hypot",
+    "cross",
+    "outer",
+    "kron",
+    "copy_",
+    "add_",
+    "sub_",
+    "mul_",
+    "div_",
+    "masked_fill_",
+    "index_add_",
+    "scatter_",
+    "scatter_add_",
+    "index_put_",
+    "clamp",
+    "clip",
+];
+
 /// Module methods that are not a forward pass.
 const NON_FORWARD: &[&str] = &[
     "parameters",
@@ -195,16 +268,83 @@ const NON_FORWARD: &[&str] = &[
     "tie_weights",
     "resize_token_embeddings",
 ];
+/// Whether a module method is not a forward pass: the list above, and getters, setters and
+/// the like by name.
+pub fn is_non_forward_method(name: &str) -> bool {
+    NON_FORWARD.contains(&name)
+        || [
+            "get_",
+            "set_",
+            "named_",
+            "register_",
+            "to_",
+            "init_",
+            "reset_",
+            "load_",
+            "save_",
+            "from_",
+            "prepare_",
+            "tie_",
+            "resize_",
+            "enable_",
+            "disable_",
+            "print_",
+            "num_",
+            "_",
+        ]
+        .iter()
+        .any(|prefix| name.starts_with(prefix))
+}
+
 /// `torch.*` functions that only create tensors (no graph from their arguments).
 const CREATION: &[&str] = &[
-    "zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm", "arange", "linspace",
-    "logspace", "eye", "tensor", "as_tensor", "from_numpy", "zeros_like", "ones_like",
-    "empty_like", "full_like", "rand_like", "randn_like", "randint_like", "normal", "bernoulli",
-    "multinomial", "meshgrid", "tril_indices", "triu_indices",
+    "zeros",
+    "ones",
+    "empty",
+    "full",
+    "rand",
+    "randn",
+    "randint",
+    "randperm",
+    "arange",
+    "linspace",
+    "logspace",
+    "eye",
+    "tensor",
+    "as_tensor",
+    "from_numpy",
+    "zeros_like",
+    "ones_like",
+    "empty_like",
+    "full_like",
+    "rand_like",
+    "randn_like",
+    "randint_like",
+    "normal",
+    "bernoulli",
+    "multinomial",
+    "meshgrid",
+    "tril_indices",
+    "triu_indices",
 ];
 const NO_GRAPH_FUNCTIONS: &[&str] = &[
-    "argmax", "argmin", "argsort", "eq", "ne", "lt", "gt", "le", "ge", "isnan", "isinf",
-    "nonzero", "bucketize", "searchsorted", "bincount", "unique", "topk_indices",
+    "argmax",
+    "argmin",
+    "argsort",
+    "eq",
+    "ne",
+    "lt",
+    "gt",
+    "le",
+    "ge",
+    "isnan",
+    "isinf",
+    "nonzero",
+    "bucketize",
+    "searchsorted",
+    "bincount",
+    "unique",
+    "topk_indices",
 ];
 const NUMPY_FLOAT_SOURCES: &[&str] = &[
     "zeros",
@@ -264,8 +404,7 @@ impl<'a> Analysis<'a> {
         if memoize && let Some(facts) = self.values.borrow().get(&node.id()) {
             return *facts;
         }
-        if self.in_progress.borrow().contains(&node.id()) || self.in_progress.borrow().len() > 64
-        {
+        if self.in_progress.borrow().contains(&node.id()) || self.in_progress.borrow().len() > 64 {
             return ValueFacts::default();
         }
         self.in_progress.borrow_mut().push(node.id());
@@ -277,7 +416,12 @@ impl<'a> Analysis<'a> {
         facts
     }
 
-    fn compute(&self, node: Node<'a>, depth: usize, arguments: &[(usize, u32, ValueFacts)]) -> ValueFacts {
+    fn compute(
+        &self,
+        node: Node<'a>,
+        depth: usize,
+        arguments: &[(usize, u32, ValueFacts)],
+    ) -> ValueFacts {
         let sub = |child: Node<'a>| self.facts_at_depth(child, depth, arguments);
         let kind = node.kind_id();
         let k = &*KINDS;
@@ -322,12 +466,21 @@ impl<'a> Analysis<'a> {
             };
         }
         if kind == k.binary_operator || kind == k.boolean_operator {
-            let left = node.child_by_field_id(FIELDS.left).map(sub).unwrap_or_default();
-            let right = node.child_by_field_id(FIELDS.right).map(sub).unwrap_or_default();
+            let left = node
+                .child_by_field_id(FIELDS.left)
+                .map(sub)
+                .unwrap_or_default();
+            let right = node
+                .child_by_field_id(FIELDS.right)
+                .map(sub)
+                .unwrap_or_default();
             return left.combine(right);
         }
         if kind == k.unary_operator {
-            return node.child_by_field_id(FIELDS.argument).map(sub).unwrap_or_default();
+            return node
+                .child_by_field_id(FIELDS.argument)
+                .map(sub)
+                .unwrap_or_default();
         }
         if kind == k.not_operator {
             return ValueFacts::scalar();
@@ -391,7 +544,12 @@ impl<'a> Analysis<'a> {
         ValueFacts::default()
     }
 
-    fn name_facts(&self, node: Node<'a>, depth: usize, arguments: &[(usize, u32, ValueFacts)]) -> ValueFacts {
+    fn name_facts(
+        &self,
+        node: Node<'a>,
+        depth: usize,
+        arguments: &[(usize, u32, ValueFacts)],
+    ) -> ValueFacts {
         let name = self.text(node);
         let scope = self.scope_at(node);
         if name == "self" {
@@ -450,6 +608,12 @@ impl<'a> Analysis<'a> {
                         Site::Value { value, index: None } => {
                             Some(self.facts_at_depth(value, depth, arguments))
                         }
+                        // `correct, total = torch.zeros(()), 0`
+                        Site::Value {
+                            value,
+                            index: Some(i),
+                        } => element_of(value, i)
+                            .map(|element| self.facts_at_depth(element, depth, arguments)),
                         _ => None,
                     })
                     .unwrap_or_default();
@@ -486,6 +650,51 @@ impl<'a> Analysis<'a> {
         }
     }
 
+    /// The value last assigned to a plain name before `node` (`weights = [0.5, 1.5]`).
+    pub fn bound_value(&self, node: Node<'a>) -> Option<Node<'a>> {
+        if node.kind_id() != KINDS.identifier {
+            return None;
+        }
+        let (_, bindings) =
+            self.model
+                .scopes
+                .lookup(self.scope_at(node), self.text(node), node.start_byte())?;
+        let binding = bindings
+            .iter()
+            .rev()
+            .find(|b| b.offset <= node.start_byte())
+            .or(bindings.last())?;
+        match binding.site {
+            Site::Value { value, index: None } => Some(value),
+            _ => None,
+        }
+    }
+
+    /// The expression a name's reaching assignment gives it, for `a, b = x, y` the matching
+    /// element (or the whole right-hand side when it is not a literal tuple).
+    pub fn reaching_value(&self, node: Node<'a>) -> Option<Node<'a>> {
+        if node.kind_id() != KINDS.identifier {
+            return None;
+        }
+        let (_, bindings) =
+            self.model
+                .scopes
+                .lookup(self.scope_at(node), self.text(node), node.start_byte())?;
+        let binding = bindings
+            .iter()
+            .rev()
+            .find(|b| b.offset <= node.start_byte())
+            .or(bindings.last())?;
+        match binding.site {
+            Site::Value { value, index: None } => Some(value),
+            Site::Value {
+                value,
+                index: Some(i),
+            } => Some(element_of(value, i).unwrap_or(value)),
+            _ => None,
+        }
+    }
+
     /// The class whose method holds `node`.
     pub fn class_of(&self, node: Node<'_>) -> Option<usize> {
         let function = self.enclosing_function(node)?;
@@ -509,7 +718,7 @@ impl<'a> Analysis<'a> {
         let in_module_forward = facts.is_some_and(|f| {
             f.name == "forward" && f.class.is_some_and(|c| self.modules().is_module_class(c))
         });
-        if in_module_forward && index > 0 {
+        if in_module_forward && index > 0 && is_activation_parameter(function, index, name) {
             // Inputs of a forward pass are activations: they carry the graph in training.
             return ValueFacts::tensor(Tri::Yes, Tri::Unknown, false);
         }
@@ -530,6 +739,28 @@ impl<'a> Analysis<'a> {
         if iterable_facts.kind == Kind::Loader || super::training::iterates_batches(text) {
             // Batches from a data loader: CPU tensors (or structures of them).
             return ValueFacts::tensor(Tri::No, Tri::No, false);
+        }
+        // `for name, out in model(x).items()`: the outputs of a model returning a dict.
+        if iterable.kind_id() == KINDS.call
+            && let Some(callee) = iterable.child_by_field_id(FIELDS.function)
+            && callee.kind_id() == KINDS.attribute
+            && let Some(object) = callee.child_by_field_id(FIELDS.object)
+            && matches!(
+                callee
+                    .child_by_field_id(FIELDS.attribute)
+                    .map(|a| self.text(a)),
+                Some("items" | "values")
+            )
+        {
+            let object = self.facts(object);
+            if object.kind == Kind::Tensor
+                || (object.kind == Kind::Container && object.device == Tri::Yes)
+            {
+                return ValueFacts {
+                    kind: Kind::Tensor,
+                    ..object
+                };
+            }
         }
         if text.starts_with("range(") || text.starts_with("enumerate(range") {
             return ValueFacts::scalar();
@@ -570,13 +801,16 @@ impl<'a> Analysis<'a> {
             _ => {}
         }
         if self.text(object) == "self" {
-            if NON_FORWARD.contains(&attribute) {
+            if is_non_forward_method(attribute) {
                 return ValueFacts::default();
             }
             return self.self_attribute_facts(node, attribute, depth);
         }
         let object_facts = self.facts_at_depth(object, depth, arguments);
-        if object_facts.kind == Kind::Module && !NON_FORWARD.contains(&attribute) {
+        if object_facts.kind == Kind::Module
+            && !is_non_forward_method(attribute)
+            && self.is_model_member(attribute)
+        {
             // A submodule (`model.encoder`) or a method that runs the model (`model.decode`).
             return ValueFacts {
                 eval_mode: false,
@@ -596,7 +830,9 @@ impl<'a> Analysis<'a> {
         for assignment in &self.model.attribute_assignments {
             if assignment.object != "self"
                 || assignment.attribute != attribute
-                || !class_node.byte_range().contains(&assignment.node.start_byte())
+                || !class_node
+                    .byte_range()
+                    .contains(&assignment.node.start_byte())
             {
                 continue;
             }
@@ -632,7 +868,12 @@ impl<'a> Analysis<'a> {
         facts.unwrap_or_default()
     }
 
-    fn call_facts(&self, node: Node<'a>, depth: usize, arguments: &[(usize, u32, ValueFacts)]) -> ValueFacts {
+    fn call_facts(
+        &self,
+        node: Node<'a>,
+        depth: usize,
+        arguments: &[(usize, u32, ValueFacts)],
+    ) -> ValueFacts {
         let Some(callee) = node.child_by_field_id(FIELDS.function) else {
             return ValueFacts::default();
         };
@@ -709,9 +950,15 @@ impl<'a> Analysis<'a> {
                     .position(|c| c.node.id() == class.node.id())
                     .unwrap_or(0);
                 return if self.modules().is_module_class(index) {
+                    // `class FocalLoss(nn.Module)`: a criterion, not a model.
+                    let kind = if callee_name.ends_with("Loss") {
+                        Kind::LossModule
+                    } else {
+                        Kind::Module
+                    };
                     ValueFacts {
                         device: Tri::No,
-                        ..ValueFacts::of(Kind::Module)
+                        ..ValueFacts::of(kind)
                     }
                 } else {
                     ValueFacts::default()
@@ -847,7 +1094,11 @@ impl<'a> Analysis<'a> {
             _ => {}
         }
         match receiver.kind {
-            Kind::Module if !NON_FORWARD.contains(&method) => {
+            Kind::Module if !is_non_forward_method(method) && self.is_model_member(method) => {
+                // A helper method of the model's class: what it returns; else a forward pass.
+                if let Some(facts) = self.own_method_call(call, method, depth) {
+                    return facts;
+                }
                 return self.forward_facts(call, receiver, combine_arguments);
             }
             Kind::Module => {
@@ -860,7 +1111,15 @@ impl<'a> Analysis<'a> {
                 };
             }
             Kind::Rng => {
-                return if RNG_FLOATS.contains(&method) {
+                let dtype = crate::rules::declarative::find_argument(
+                    call,
+                    self.source,
+                    Some("dtype"),
+                    None,
+                )
+                .found()
+                .map(|dtype| self.text(dtype));
+                return if RNG_FLOATS.contains(&method) && dtype.is_none_or(is_float64_dtype) {
                     ValueFacts {
                         kind: Kind::Numpy,
                         graph: Tri::No,
@@ -900,18 +1159,25 @@ impl<'a> Analysis<'a> {
                     // In-place: the receiver, now also depending on the arguments.
                     return receiver.combine(combine_arguments());
                 }
-                let arguments = combine_arguments();
                 let mut facts = ValueFacts {
                     loss: receiver.loss,
                     eval_mode: false,
                     ..receiver
                 };
-                facts.graph = facts.graph.or(if arguments.kind == Kind::Tensor {
-                    arguments.graph
-                } else {
-                    Tri::No
-                });
-                if matches!(method, "size" | "dim" | "numel" | "element_size" | "nelement") {
+                // Only arithmetic takes gradients from its arguments; `type_as(x)`,
+                // `view_as(x)`, `to(x)` take just a dtype or shape.
+                if ARITHMETIC_METHODS.contains(&method) {
+                    let arguments = combine_arguments();
+                    facts.graph = facts.graph.or(if arguments.kind == Kind::Tensor {
+                        arguments.graph
+                    } else {
+                        Tri::No
+                    });
+                }
+                if matches!(
+                    method,
+                    "size" | "dim" | "numel" | "element_size" | "nelement"
+                ) {
                     return ValueFacts::scalar();
                 }
                 return facts;
@@ -922,10 +1188,41 @@ impl<'a> Analysis<'a> {
         ValueFacts::default()
     }
 
+    /// Whether `name` is a submodule or a method of one of the file's model classes (so that
+    /// `model.name(...)` runs the model), or `forward` itself.
+    pub fn is_model_member(&self, name: &str) -> bool {
+        if name == "forward" {
+            return true;
+        }
+        self.model.classes.iter().enumerate().any(|(index, class)| {
+            self.modules().is_module_class(index)
+                && (class.methods.iter().any(|(method, _)| *method == name)
+                    || self.model.attribute_assignments.iter().any(|assignment| {
+                        assignment.object == "self"
+                            && assignment.attribute == name
+                            && class
+                                .node
+                                .byte_range()
+                                .contains(&assignment.node.start_byte())
+                            && match assignment.site {
+                                // A submodule, not a function or a tensor kept on the model.
+                                Site::Value { value, index: None } => {
+                                    self.facts(value).kind == Kind::Module
+                                }
+                                _ => false,
+                            }
+                    }))
+        })
+    }
+
     /// Whether the file puts work on a GPU at all (`cuda`, `.to(device)`).
     fn targets_gpu(&self) -> bool {
         *self.targets_gpu.get_or_init(|| {
-            self.source.contains("cuda") || self.source.contains(".to(device") || self.source.contains(".to(self.device")
+            // Lightning's Trainer moves a `LightningModule` to the accelerator.
+            self.source.contains("cuda")
+                || self.source.contains(".to(device")
+                || self.source.contains(".to(self.device")
+                || self.source.contains("lightning")
         })
     }
 
@@ -1041,7 +1338,11 @@ impl<'a> Analysis<'a> {
                 return Some(ValueFacts::scalar());
             }
             let last = function.rsplit('.').next().unwrap_or(function);
-            if function.contains('.') && !function.starts_with("linalg.") && !function.starts_with("fft.") && !function.starts_with("special.") {
+            if function.contains('.')
+                && !function.starts_with("linalg.")
+                && !function.starts_with("fft.")
+                && !function.starts_with("special.")
+            {
                 // Submodules like `torch.cuda.*`, `torch.autograd.*`: not tensor math.
                 return None;
             }
@@ -1114,7 +1415,11 @@ impl<'a> Analysis<'a> {
                     return Some(numpy(is_float64_dtype(dtype)));
                 }
                 let float64 = first_argument().is_some_and(|a| {
-                    self.facts(a).float64 || is_list_of_float_literals(self, a)
+                    self.facts(a).float64
+                        || is_list_of_float_literals(self, a)
+                        || self
+                            .bound_value(a)
+                            .is_some_and(|value| is_list_of_float_literals(self, value))
                 });
                 return Some(numpy(float64));
             }
@@ -1158,7 +1463,47 @@ impl<'a> Analysis<'a> {
         if depth >= MAX_CALL_DEPTH {
             return None;
         }
-        let function = self.model.function_nodes_named(name).next()?;
+        let function = self.model.function_nodes_named(name).find(|f| {
+            self.model
+                .function_facts(*f)
+                .is_some_and(|facts| facts.class.is_none())
+        })?;
+        self.call_function(call, function, 0, depth, element)
+    }
+
+    /// `self.helper(...)` where `helper` is a method of the file's classes (not `forward`):
+    /// what it returns.
+    fn own_method_call(&self, call: Node<'a>, method: &str, depth: usize) -> Option<ValueFacts> {
+        if depth >= MAX_CALL_DEPTH || method == "forward" {
+            return None;
+        }
+        let class = self.class_of(call);
+        let function = self
+            .model
+            .classes
+            .iter()
+            .enumerate()
+            .filter(|(index, _)| Some(*index) == class || class.is_none())
+            .chain(self.model.classes.iter().enumerate())
+            .find_map(|(_, c)| {
+                c.methods
+                    .iter()
+                    .find(|(name, _)| *name == method)
+                    .map(|(_, node)| *node)
+            })?;
+        self.call_function(call, function, 1, depth, None)
+    }
+
+    /// The facts of what `function` returns when `call` calls it; positional arguments bind
+    /// to parameters from `first_parameter` on (1 skips `self`).
+    fn call_function(
+        &self,
+        call: Node<'a>,
+        function: Node<'a>,
+        first_parameter: u32,
+        depth: usize,
+        element: Option<u32>,
+    ) -> Option<ValueFacts> {
         // Bind positional arguments to parameters by index.
         let mut bound = Vec::new();
         let mut any_argument_graph = false;
@@ -1189,7 +1534,7 @@ impl<'a> Analysis<'a> {
                 .collect();
             for (index, argument) in positional.into_iter().enumerate() {
                 let facts = self.facts_at_depth(argument, depth, &[]);
-                bound.push((function.id(), index as u32, facts));
+                bound.push((function.id(), index as u32 + first_parameter, facts));
             }
         }
         let returns = returns_of(function);
@@ -1203,8 +1548,10 @@ impl<'a> Analysis<'a> {
                 None => value,
             };
             let mut facts = self.facts_at_depth(value, depth + 1, &bound);
-            // A function of graph-carrying tensors returns one, unless it detaches.
+            // A plain function of graph-carrying tensors returns one, unless it detaches
+            // (a method may only read sizes and devices from its arguments).
             if facts.graph == Tri::Unknown
+                && first_parameter == 0
                 && any_argument_graph
                 && matches!(facts.kind, Kind::Tensor | Kind::Unknown)
             {
@@ -1220,7 +1567,6 @@ impl<'a> Analysis<'a> {
         }
         result
     }
-
 }
 
 /// The name of the file's own function a call calls (`helper(...)`), if it is one.
@@ -1233,7 +1579,11 @@ fn own_callee<'a>(analysis: &Analysis<'a>, call: Node<'a>) -> Option<&'a str> {
         return None;
     }
     let name = analysis.text(callee);
-    analysis.model.function_nodes_named(name).next().map(|_| name)
+    analysis
+        .model
+        .function_nodes_named(name)
+        .next()
+        .map(|_| name)
 }
 
 /// The `index`th element of a tuple or list expression (`a, b = x, y`).
@@ -1255,7 +1605,9 @@ fn returns_of(function: Node<'_>) -> Vec<Node<'_>> {
     let mut stack = vec![body];
     while let Some(node) = stack.pop() {
         let kind = node.kind_id();
-        if kind == KINDS.function_definition || kind == KINDS.lambda || kind == KINDS.class_definition
+        if kind == KINDS.function_definition
+            || kind == KINDS.lambda
+            || kind == KINDS.class_definition
         {
             continue;
         }
@@ -1271,6 +1623,49 @@ fn returns_of(function: Node<'_>) -> Vec<Node<'_>> {
     returns
 }
 
+/// A `forward` parameter that carries activations: required (no default), and not named
+/// like indices, masks, labels or options (`input_ids`, `attention_mask`, `use_cache`).
+fn is_activation_parameter(function: Node<'_>, index: u32, name: &str) -> bool {
+    let has_default = function
+        .child_by_field_id(FIELDS.parameters)
+        .and_then(|parameters| parameters.named_child(index))
+        .is_some_and(|parameter| {
+            parameter.kind_id() == KINDS.default_parameter
+                || parameter.kind_id() == KINDS.typed_default_parameter
+        });
+    let lower = name.to_ascii_lowercase();
+    !has_default
+        && ![
+            "ids",
+            "mask",
+            "label",
+            "position",
+            "index",
+            "indices",
+            "length",
+            "lens",
+            "token",
+            "cache",
+            "past",
+            "use_",
+            "return_",
+            "output_",
+            "kwargs",
+            "config",
+            "size",
+            "shape",
+            "step",
+            "idx",
+            "num_",
+            "target",
+            "bit",
+            "scale",
+            "specified",
+        ]
+        .iter()
+        .any(|word| lower.contains(word))
+}
+
 /// Names people give models: `model`, `net`, `teacher`, `self.encoder`, `gen`, `disc`.
 pub fn looks_like_model(name: &str) -> bool {
     let name = name.to_ascii_lowercase();
@@ -1284,6 +1679,8 @@ pub fn looks_like_model(name: &str) -> bool {
             | "decoder"
             | "teacher"
             | "student"
+            | "teacher_model"
+            | "student_model"
             | "backbone"
             | "classifier"
             | "generator"
@@ -1296,9 +1693,7 @@ pub fn looks_like_model(name: &str) -> bool {
             | "ema_model"
             | "base_model"
             | "target_model"
-    ) || name.ends_with("_model")
-        || name.ends_with("_net")
-        || name.starts_with("model_")
+    )
 }
 
 fn is_float64_dtype(text: &str) -> bool {
@@ -1335,14 +1730,20 @@ fn is_float_dtype(text: &str) -> bool {
 /// `device`, `self.device`, `args.device`, `"cuda"`, `f"cuda:{rank}"`, `torch.device(...)`.
 fn is_device_expression(text: &str) -> bool {
     let lower = text.to_ascii_lowercase();
-    lower.contains("device") || lower.contains("cuda") || lower.contains("cpu") || lower.contains("rank")
+    lower.contains("device")
+        || lower.contains("cuda")
+        || lower.contains("cpu")
+        || lower.contains("rank")
 }
 
 fn is_loss_function(name: &str) -> bool {
     name.contains("loss")
         || matches!(
             name,
-            "cross_entropy" | "binary_cross_entropy" | "binary_cross_entropy_with_logits" | "kl_div"
+            "cross_entropy"
+                | "binary_cross_entropy"
+                | "binary_cross_entropy_with_logits"
+                | "kl_div"
         )
 }
 

@@ -9,7 +9,7 @@ use super::{forward_call, short};
 use crate::checker::{Checker, GradMode};
 use crate::diagnostic::Diagnostic;
 use crate::rules::{Check, RuleMeta};
-use crate::semantic::ModeCall;
+use crate::semantic::{ModeCall, modules, training};
 
 pub struct EvalWithoutNoGrad;
 
@@ -19,6 +19,23 @@ impl Check for EvalWithoutNoGrad {
     }
 
     fn check(
+        &self,
+        rule: &Arc<RuleMeta>,
+        call: Node<'_>,
+        checker: &Checker<'_>,
+        out: &mut Vec<Diagnostic>,
+    ) {
+        let start = out.len();
+        self.check_grad_dependent(rule, call, checker, out);
+        // Graphs are only recorded if the function runs with grad: its callers may tell.
+        for diagnostic in &mut out[start..] {
+            diagnostic.assumption = checker.caller_assumption(call);
+        }
+    }
+}
+
+impl EvalWithoutNoGrad {
+    fn check_grad_dependent(
         &self,
         rule: &Arc<RuleMeta>,
         call: Node<'_>,
@@ -36,9 +53,12 @@ impl Check for EvalWithoutNoGrad {
         let eval_call = last_mode_call(checker, function, forward.receiver, call);
         let in_eval = match eval_call {
             Some(mode_call) => mode_call.eval,
-            None => forward.module.eval_mode || eval_named(checker),
+            None => forward.module.eval_mode || eval_named(checker, call),
         };
-        if !in_eval || needs_gradients(checker, function) || frozen(checker, forward.receiver) {
+        if !in_eval
+            || needs_gradients(checker, function, forward.receiver)
+            || frozen(checker, forward.receiver)
+        {
             return;
         }
         let message = rule.message.replace("{call}", &short(checker, call));
@@ -86,40 +106,70 @@ fn last_mode_call<'a>(
                     .is_some_and(|rest| rest.starts_with('.'))
         })
         .find(|mode| {
-            checker.analysis.enclosing_function(mode.node).map(|f| f.id())
-                == function.map(|f| f.id())
+            let scope = checker
+                .analysis
+                .enclosing_function(mode.node)
+                .map(|f| f.id());
+            // A script's module-level `teacher.eval()` holds in the functions it calls later.
+            scope == function.map(|f| f.id()) || scope.is_none()
         })
         .copied()
 }
 
-/// Functions whose name says they evaluate: `evaluate`, `validate`, `predict`, `infer`.
-fn eval_named(checker: &Checker<'_>) -> bool {
+/// Functions whose name says they evaluate: `evaluate`, `validate`, `predict`, `infer`,
+/// `score`. In a model's own methods only the framework's evaluation hooks count (a model's
+/// `predict_*` helpers are part of its forward), and only when the class's bases are all known
+/// (a framework base class runs those hooks without grad).
+fn eval_named(checker: &Checker<'_>, call: Node<'_>) -> bool {
     let Some((_, facts)) = checker.current_function() else {
         return false;
     };
     let name = facts.name.to_ascii_lowercase();
+    if super::in_module_method(checker, call) {
+        return training::is_eval_hook(&name)
+            && checker
+                .analysis
+                .class_of(call)
+                .is_some_and(|class| modules::bases_are_plain_modules(&checker.analysis, class));
+    }
     ["evaluat", "validat", "predict", "infer", "eval_", "_eval"]
         .iter()
         .any(|word| name.contains(word))
         || name == "eval"
+        || name == "score"
+        || name.starts_with("score_")
 }
 
 /// Evaluation code that needs gradients (saliency maps, adversarial inputs, test-time
-/// training): it sets `requires_grad` on something, calls `torch.autograd.grad`, or calls
-/// `.backward()` without ever putting a model in training mode.
-fn needs_gradients(checker: &Checker<'_>, function: Option<Node<'_>>) -> bool {
-    let region = match function {
+/// training): the loop (or function) running the forward sets `requires_grad` on something,
+/// calls `torch.autograd.grad`, or runs `.backward()`: without an optimizer step, or with one that trains this very model. A
+/// frozen teacher run next to an optimizer over another model's parameters needs none.
+fn needs_gradients(checker: &Checker<'_>, function: Option<Node<'_>>, receiver: &str) -> bool {
+    // The loop running the forward decides: a `fit` function has a training loop (with
+    // backward) and an evaluation loop (without).
+    let whole = match function {
         Some(function) => checker.node_text(function),
         None => checker.text(),
     };
-    if region.contains("requires_grad_(") && !region.contains("requires_grad_(False)")
-        || region.contains("requires_grad=True")
-        || region.contains("requires_grad = True")
-        || region.contains("autograd.grad(")
+    if whole.contains("requires_grad_(") && !whole.contains("requires_grad_(False)")
+        || whole.contains("requires_grad=True")
+        || whole.contains("requires_grad = True")
+        || whole.contains("autograd.grad(")
     {
         return true;
     }
-    region.contains(".backward(") && !region.contains(".train(")
+    let region = match checker.enclosing_loop() {
+        Some(loop_node) => checker.node_text(loop_node),
+        None => whole,
+    };
+    if !region.contains(".backward(") {
+        return false;
+    }
+    let file = checker.text();
+    let optimizes_other = file.contains(".parameters()")
+        && !file.contains(&format!("{receiver}.parameters()"))
+        && !file.contains(&format!("{receiver}.named_parameters()"));
+    !(region.contains(".step(") && optimizes_other)
 }
 
 /// A model whose parameters were frozen records no graph from its own weights.

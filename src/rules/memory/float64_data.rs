@@ -14,7 +14,12 @@ use crate::semantic::values::{Kind, Tri};
 
 pub struct Float64Data;
 
-const FROM_ARRAYS: &[&str] = &["torch.from_numpy", "torch.tensor", "torch.as_tensor", "torch.asarray"];
+const FROM_ARRAYS: &[&str] = &[
+    "torch.from_numpy",
+    "torch.tensor",
+    "torch.as_tensor",
+    "torch.asarray",
+];
 const DEFAULT_DTYPE: &[&str] = &["torch.set_default_dtype", "torch.set_default_tensor_type"];
 
 impl Check for Float64Data {
@@ -48,6 +53,9 @@ impl Check for Float64Data {
             if !name.starts_with("torch.") || !is_float64(checker.node_text(dtype)) {
                 return;
             }
+            if !creates_data(checker, call, &name) || checks_gradients(checker, call) {
+                return;
+            }
             format!("`{}` creates a float64 tensor", short(checker, call))
         } else if FROM_ARRAYS.contains(&name.as_str()) {
             let Some(array) = find_argument(call, source, Some("data"), Some(0)).found() else {
@@ -60,15 +68,8 @@ impl Check for Float64Data {
             if converted_right_away(checker, call) {
                 return;
             }
-            format!(
-                "`{}` keeps NumPy's default float64",
-                short(checker, call)
-            )
-        } else if callee.kind_id() == KINDS.attribute
-            && callee
-                .child_by_field_id(FIELDS.attribute)
-                .is_some_and(|a| checker.node_text(a) == "double")
-        {
+            format!("`{}` keeps NumPy's default float64", short(checker, call))
+        } else if callee.kind_id() == KINDS.attribute && casts_to_float64(checker, call, callee) {
             let Some(receiver) = callee.child_by_field_id(FIELDS.object) else {
                 return;
             };
@@ -77,8 +78,14 @@ impl Check for Float64Data {
             if facts.kind == Kind::Scalar || facts.kind == Kind::Numpy || facts.device == Tri::No {
                 return;
             }
+            if facts.kind != Kind::Module && !is_input_data(checker, call, receiver, facts.device) {
+                return;
+            }
             if facts.kind == Kind::Module {
-                "`.double()` casts every parameter and buffer of the model to float64".to_owned()
+                format!(
+                    "`{}` casts every parameter and buffer of the model to float64",
+                    short(checker, call)
+                )
             } else {
                 format!("`{}` makes a float64 tensor", short(checker, call))
             }
@@ -88,6 +95,129 @@ impl Check for Float64Data {
         let message = rule.message.replace("{what}", &what);
         out.push(Diagnostic::new(rule, message, call.byte_range()));
     }
+}
+
+/// Whether an explicitly float64 creation makes data (a buffer, a batch, a dataset) rather
+/// than a scalar or a numeric helper (a window, a grid): those are small and often need the
+/// precision.
+fn creates_data(checker: &Checker<'_>, call: Node<'_>, name: &str) -> bool {
+    let function = name.rsplit('.').next().unwrap_or(name);
+    match function {
+        "zeros" | "ones" | "empty" | "full" | "rand" | "randn" | "randint" | "normal"
+        | "zeros_like" | "ones_like" | "empty_like" | "full_like" | "rand_like" | "randn_like"
+        | "stack" | "cat" => true,
+        "tensor" | "as_tensor" | "asarray" | "from_numpy" => {
+            find_argument(call, checker.text(), Some("data"), Some(0))
+                .found()
+                .is_some_and(|data| {
+                    let facts = checker.analysis.facts(data);
+                    matches!(facts.kind, Kind::Numpy | Kind::Tensor | Kind::Container)
+                        || data.kind_id() == KINDS.list
+                        || data.kind_id() == KINDS.list_comprehension
+                })
+        }
+        _ => false,
+    }
+}
+
+/// `.double()`, `.to(torch.float64)`, `.type(torch.float64)`, `.type(torch.DoubleTensor)`.
+fn casts_to_float64(checker: &Checker<'_>, call: Node<'_>, callee: Node<'_>) -> bool {
+    let method = callee
+        .child_by_field_id(FIELDS.attribute)
+        .map_or("", |a| checker.node_text(a));
+    match method {
+        "double" => true,
+        "to" | "type" => {
+            let source = checker.text();
+            let dtype = find_argument(call, source, Some("dtype"), None)
+                .found()
+                .or_else(|| {
+                    // `.to(torch.float64)`, `.to(device, torch.float64)`
+                    (0..2).find_map(|i| {
+                        find_argument(call, source, None, Some(i))
+                            .found()
+                            .filter(|a| is_float64(checker.node_text(*a)))
+                    })
+                });
+            dtype.is_some_and(|dtype| {
+                let text = checker.node_text(dtype);
+                is_float64(text) || text.ends_with("DoubleTensor")
+            })
+        }
+        _ => false,
+    }
+}
+
+/// Whether a cast tensor is data on its way into a model: a tensor already on the GPU, a
+/// batch (`x`, `inputs`, `batch`, `images`, ...), or anything cast in a data-pipeline function
+/// (`__getitem__`, `collate_fn`, `prepare_batch`, `preprocess`). A model's own methods and
+/// metric code choose their precision on purpose (quantisation scales, confusion matrices).
+fn is_input_data(checker: &Checker<'_>, call: Node<'_>, receiver: Node<'_>, device: Tri) -> bool {
+    if super::in_module_method(checker, call) {
+        return false;
+    }
+    // `torch.autograd.Function.forward/backward`: a custom op's internal precision.
+    if checker.current_function().is_some_and(|(_, facts)| {
+        facts.class.is_some() && matches!(facts.name.as_str(), "forward" | "backward")
+    }) {
+        return false;
+    }
+    if device == Tri::Yes {
+        return true;
+    }
+    let function = checker
+        .current_function()
+        .map(|(_, facts)| facts.name.to_ascii_lowercase())
+        .unwrap_or_default();
+    if [
+        "getitem",
+        "collate",
+        "prepare",
+        "preprocess",
+        "batch",
+        "transform",
+        "to_tensor",
+    ]
+    .iter()
+    .any(|word| function.contains(word))
+    {
+        return true;
+    }
+    let mut root = receiver;
+    while let Some(object) = root.child_by_field_id(FIELDS.object) {
+        root = object;
+    }
+    let name = checker.node_text(root).to_ascii_lowercase();
+    let name = name.trim_start_matches('_');
+    matches!(
+        name,
+        "x" | "xs"
+            | "inputs"
+            | "input"
+            | "input_ids"
+            | "batch"
+            | "data"
+            | "images"
+            | "imgs"
+            | "image"
+            | "img"
+            | "features"
+            | "feats"
+            | "samples"
+            | "sample"
+            | "signals"
+            | "frames"
+    ) || name.starts_with("batch_")
+        || name.starts_with("input_")
+}
+
+/// Numerical gradient checks (`torch.autograd.gradcheck`) need float64 inputs.
+fn checks_gradients(checker: &Checker<'_>, call: Node<'_>) -> bool {
+    let region = checker
+        .analysis
+        .enclosing_function(call)
+        .map_or(checker.text(), |function| checker.node_text(function));
+    region.contains("gradcheck(")
 }
 
 fn is_float64(text: &str) -> bool {
@@ -109,7 +239,10 @@ fn converted_right_away(checker: &Checker<'_>, call: Node<'_>) -> bool {
         .child_by_field_id(FIELDS.attribute)
         .map(|a| checker.node_text(a))
         .unwrap_or("");
-    if matches!(method, "float" | "half" | "bfloat16" | "long" | "int" | "bool" | "double") {
+    if matches!(
+        method,
+        "float" | "half" | "bfloat16" | "long" | "int" | "bool" | "double"
+    ) {
         // `.double()` is reported at the `.double()` call.
         return true;
     }

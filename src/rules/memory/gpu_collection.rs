@@ -5,7 +5,9 @@ use std::sync::Arc;
 use tree_sitter::Node;
 
 use super::tensor_accumulated::in_module_forward;
-use super::{How, accumulation, carrying_loops, first_per_batch, loop_header, per_batch_function, short};
+use super::{
+    How, accumulation, carrying_loops, first_per_batch, loop_header, per_batch_function, short,
+};
 use crate::checker::Checker;
 use crate::diagnostic::Diagnostic;
 use crate::parse::KINDS;
@@ -16,7 +18,7 @@ pub struct GpuCollection;
 
 impl Check for GpuCollection {
     fn kinds(&self) -> &'static [&'static str] {
-        &["call"]
+        &["call", "assignment", "augmented_assignment"]
     }
 
     fn check(
@@ -29,7 +31,7 @@ impl Check for GpuCollection {
         let Some(found) = accumulation(checker, call) else {
             return;
         };
-        if found.how != How::Append || in_module_forward(checker) {
+        if !matches!(found.how, How::Append | How::Concat) || in_module_forward(checker) {
             return;
         }
         let facts = checker.analysis.facts(found.value);
@@ -37,7 +39,8 @@ impl Check for GpuCollection {
         if facts.kind != Kind::Tensor || facts.device != Tri::Yes || facts.graph == Tri::Yes {
             return;
         }
-        if found.container.kind_id() != KINDS.identifier && found.container.kind_id() != KINDS.attribute
+        if found.container.kind_id() != KINDS.identifier
+            && found.container.kind_id() != KINDS.attribute
         {
             return;
         }

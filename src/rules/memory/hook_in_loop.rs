@@ -4,13 +4,15 @@ use std::sync::Arc;
 
 use tree_sitter::Node;
 
-use super::loop_header;
 use super::tensor_accumulated::in_module_forward;
+use super::{loop_header, per_batch_function};
 use crate::checker::Checker;
 use crate::diagnostic::Diagnostic;
 use crate::parse::{FIELDS, KINDS};
 use crate::rules::{Check, RuleMeta};
 use crate::semantic::training;
+use crate::semantic::values::Kind;
+use crate::source::TextRange;
 
 pub struct HookInLoop;
 
@@ -48,19 +50,29 @@ impl Check for HookInLoop {
         if !REGISTER.contains(&method) {
             return;
         }
-        // Where it runs repeatedly: a training, epoch or batch loop, or every forward.
-        let repeating = checker.enclosing_loops().into_iter().find(|loop_node| {
-            let Some(facts) = checker.model.loop_facts(*loop_node) else {
-                return false;
-            };
-            let iterable = loop_node
-                .child_by_field_id(FIELDS.right)
-                .map_or("", |r| checker.node_text(r));
-            facts.trains() || facts.nested_training || training::iterates_batches(iterable)
-        });
+        // Where it runs repeatedly: a training, epoch or batch loop, every forward, a
+        // per-batch hook (`training_step`), or a helper called from such a loop.
+        let repeating = checker
+            .enclosing_loops()
+            .into_iter()
+            .find(|loop_node| repeats(checker, *loop_node));
         let label = match repeating {
-            Some(loop_node) => Some((loop_header(checker, loop_node), "this loop registers a new hook on every iteration")),
+            Some(loop_node) => {
+                if hook_on_fresh_tensor(checker, callee, loop_node) {
+                    return;
+                }
+                Some((
+                    loop_header(checker, loop_node),
+                    "this loop registers a new hook on every iteration".to_owned(),
+                ))
+            }
             None if in_module_forward(checker) => None,
+            None if checker.enclosing_loops().is_empty() => {
+                match per_batch_function(checker).or_else(|| called_in_loop(checker)) {
+                    Some((range, why)) => Some((range, why)),
+                    None => return,
+                }
+            }
             None => return,
         };
         if handle_is_managed(checker, call) {
@@ -73,6 +85,65 @@ impl Check for HookInLoop {
         }
         out.push(diagnostic);
     }
+}
+
+/// A training, epoch or batch loop.
+fn repeats(checker: &Checker<'_>, loop_node: Node<'_>) -> bool {
+    let Some(facts) = checker.model.loop_facts(loop_node) else {
+        return false;
+    };
+    let iterable = loop_node
+        .child_by_field_id(FIELDS.right)
+        .map_or("", |r| checker.node_text(r));
+    facts.trains() || facts.nested_training || training::iterates_batches(iterable)
+}
+
+/// `act.register_hook(...)` on a tensor computed in this iteration: the hook goes away with
+/// the tensor.
+fn hook_on_fresh_tensor(checker: &Checker<'_>, callee: Node<'_>, loop_node: Node<'_>) -> bool {
+    let Some(receiver) = callee.child_by_field_id(FIELDS.object) else {
+        return false;
+    };
+    let Some(value) = checker.analysis.reaching_value(receiver) else {
+        return false;
+    };
+    loop_node.byte_range().contains(&value.start_byte())
+        && checker.analysis.facts(receiver).kind == Kind::Tensor
+}
+
+/// For a function without loops: a call of it inside a repeating loop of this file.
+fn called_in_loop(checker: &Checker<'_>) -> Option<(TextRange, String)> {
+    let (function, facts) = checker.current_function()?;
+    let is_method = facts.class.is_some();
+    let calls = checker.model.calls_by_name.get(facts.name.as_str())?;
+    calls.iter().find_map(|call| {
+        let attribute_call = call
+            .child_by_field_id(FIELDS.function)
+            .is_some_and(|c| c.kind_id() == KINDS.attribute);
+        if attribute_call != is_method || function.byte_range().contains(&call.start_byte()) {
+            return None;
+        }
+        let mut node = call.parent();
+        while let Some(current) = node {
+            let kind = current.kind_id();
+            if kind == KINDS.function_definition || kind == KINDS.class_definition {
+                return None;
+            }
+            if (kind == KINDS.for_statement || kind == KINDS.while_statement)
+                && repeats(checker, current)
+            {
+                return Some((
+                    call.byte_range(),
+                    format!(
+                        "`{}` is called here on every iteration of a training loop",
+                        facts.name
+                    ),
+                ));
+            }
+            node = current.parent();
+        }
+        None
+    })
 }
 
 /// Whether the handle is kept and removed: `h = m.register_...(...)` with `h.remove()` in the
@@ -96,6 +167,18 @@ fn handle_is_managed(checker: &Checker<'_>, call: Node<'_>) -> bool {
             .map_or(checker.text(), |f| checker.node_text(f));
         return region.contains(&format!("{name}.remove()"));
     }
-    // An argument (`handles.append(...)`), a `with` item, a return value: managed elsewhere.
+    // `handles.append(m.register_...(...))`: managed when something removes the handles.
+    if kind == KINDS.argument_list
+        && let Some(append) = parent.parent()
+        && let Some(callee) = append.child_by_field_id(FIELDS.function)
+        && checker.node_text(callee).ends_with(".append")
+        && let Some(list) = callee.child_by_field_id(FIELDS.object)
+    {
+        let list = checker.node_text(list);
+        let text = checker.text();
+        return text.contains(".remove()")
+            && (text.contains(&format!("in {list}")) || text.contains(&format!("{list}.pop")));
+    }
+    // A `with` item, a return value, another call's argument: managed elsewhere.
     true
 }

@@ -26,6 +26,23 @@ impl Check for MissingDetach {
         checker: &Checker<'_>,
         out: &mut Vec<Diagnostic>,
     ) {
+        let start = out.len();
+        self.check_grad_dependent(rule, node, checker, out);
+        // Graphs are only recorded if the function runs with grad: its callers may tell.
+        for diagnostic in &mut out[start..] {
+            diagnostic.assumption = checker.caller_assumption(node);
+        }
+    }
+}
+
+impl MissingDetach {
+    fn check_grad_dependent(
+        &self,
+        rule: &Arc<RuleMeta>,
+        node: Node<'_>,
+        checker: &Checker<'_>,
+        out: &mut Vec<Diagnostic>,
+    ) {
         if !checker.grad_mode(node).may_record() {
             return;
         }
@@ -33,9 +50,16 @@ impl Check for MissingDetach {
             check_forward_state(rule, node, checker, out);
             return;
         }
+        // A model's own code passes activations from layer to layer within one forward.
+        if super::in_module_method(checker, node) {
+            return;
+        }
         if node.kind_id() == KINDS.assignment {
             check_fed_back_state(rule, node, checker, out);
             check_feature_bank(rule, node, checker, out);
+            check_rebuilt_bank(rule, node, checker, out);
+        } else if node.kind_id() == KINDS.call {
+            check_rolling_window(rule, node, checker, out);
         }
     }
 }
@@ -48,12 +72,11 @@ fn check_forward_state<'a>(
     checker: &Checker<'a>,
     out: &mut Vec<Diagnostic>,
 ) {
-    // Caches kept only in eval mode are for inference.
-    if checker
-        .enclosing_conditions()
-        .iter()
-        .any(|condition| condition.replace(' ', "").contains("notself.training"))
-    {
+    // Caches kept only in eval mode, or only when asked for (`use_cache`), are for inference.
+    if checker.enclosing_conditions().iter().any(|condition| {
+        let condition = condition.replace(' ', "");
+        condition.contains("notself.training") || condition.to_ascii_lowercase().contains("cache")
+    }) {
         return;
     }
     let stored = if node.kind_id() == KINDS.assignment {
@@ -63,11 +86,13 @@ fn check_forward_state<'a>(
         let Some(right) = node.child_by_field_id(FIELDS.right) else {
             return;
         };
-        if left.kind_id() == KINDS.attribute && checker.node_text(left).starts_with("self.") {
-            Some((left, right))
-        } else {
-            None
-        }
+        let mut targets = Vec::new();
+        flatten_targets(left, &mut targets);
+        // `out, self.state = self.lstm(x, self.state)` stores part of the output.
+        targets
+            .into_iter()
+            .find(|t| t.kind_id() == KINDS.attribute && checker.node_text(*t).starts_with("self."))
+            .map(|target| (target, right))
     } else {
         accumulation(checker, node)
             .filter(|a| {
@@ -82,14 +107,26 @@ fn check_forward_state<'a>(
     if checker.analysis.facts(value).graph != Tri::Yes {
         return;
     }
+    let fed_back = value.kind_id() == KINDS.call
+        && value
+            .child_by_field_id(FIELDS.arguments)
+            .is_some_and(|arguments| {
+                (0..arguments.named_child_count()).any(|i| {
+                    arguments.named_child(i as u32).is_some_and(|argument| {
+                        argument_feeds(checker.node_text(argument), checker.node_text(target))
+                    })
+                })
+            });
+    let held = if fed_back {
+        "goes back into the next call: every call's graph links to the previous one and memory grows with each call"
+    } else {
+        "keeps this forward's autograd graph alive on the module until the next call"
+    };
     let message = rule
         .message
         .replace("{value}", &short(checker, value))
         .replace("{target}", &short(checker, target))
-        .replace(
-            "{held}",
-            "keeps this forward's autograd graph alive on the module until the next call",
-        );
+        .replace("{held}", held);
     out.push(Diagnostic::new(rule, message, node.byte_range()));
 }
 
@@ -127,15 +164,14 @@ fn check_fed_back_state<'a>(
             })
             .collect()
     };
-    let targets: Vec<Node<'a>> = if left.kind_id() == KINDS.identifier || left.kind_id() == KINDS.attribute {
-        vec![left]
-    } else {
-        let mut cursor = left.walk();
-        left.named_children(&mut cursor).collect()
-    };
+    let mut targets = Vec::new();
+    flatten_targets(left, &mut targets);
     for target in targets {
         let name = checker.node_text(target);
-        if !argument_texts.iter().any(|argument| argument_feeds(argument, name)) {
+        if !argument_texts
+            .iter()
+            .any(|argument| argument_feeds(argument, name))
+        {
             continue;
         }
         if target.kind_id() == KINDS.attribute {
@@ -157,7 +193,8 @@ fn check_fed_back_state<'a>(
         if target.kind_id() != KINDS.identifier || detached_in_loop(checker, name) {
             continue;
         }
-        let loops = carrying_loops(checker, target, assignment);
+        // Reset per batch or not, state carried across backward calls chains their graphs.
+        let loops = super::loops_outlived(checker, target, assignment);
         if loops.is_empty() {
             continue;
         }
@@ -239,6 +276,104 @@ fn check_feature_bank<'a>(
     );
 }
 
+/// `queue = torch.cat([feats, queue])[:size]` in a training loop: the new queue is built from
+/// the old one by an autograd op, so each step's graph links to all the previous ones.
+fn check_rebuilt_bank<'a>(
+    rule: &Arc<RuleMeta>,
+    assignment: Node<'a>,
+    checker: &Checker<'a>,
+    out: &mut Vec<Diagnostic>,
+) {
+    let (Some(left), Some(right)) = (
+        assignment.child_by_field_id(FIELDS.left),
+        assignment.child_by_field_id(FIELDS.right),
+    ) else {
+        return;
+    };
+    if left.kind_id() != KINDS.identifier && left.kind_id() != KINDS.attribute {
+        return;
+    }
+    let name = checker.node_text(left);
+    // Sliced back to a fixed size; an unsliced `torch.cat` that only grows is TL102's.
+    if right.kind_id() != KINDS.subscript {
+        return;
+    }
+    let mut call = right;
+    while call.kind_id() == KINDS.subscript {
+        let Some(value) = call.child_by_field_id(FIELDS.value) else {
+            return;
+        };
+        call = value;
+    }
+    let Some(items) = super::concatenated_items(checker, call) else {
+        return;
+    };
+    if !items.iter().any(|item| checker.node_text(*item) == name) {
+        return;
+    }
+    let Some(fresh) = items.iter().find(|item| {
+        checker.node_text(**item) != name && checker.analysis.facts(**item).graph == Tri::Yes
+    }) else {
+        return;
+    };
+    let loops = carrying_loops(checker, left, assignment);
+    let Some(training) = loops
+        .iter()
+        .find(|l| checker.model.loop_facts(**l).is_some_and(|f| f.trains()))
+    else {
+        return;
+    };
+    let message = rule
+        .message
+        .replace("{value}", &short(checker, *fresh))
+        .replace("{target}", name)
+        .replace(
+            "{held}",
+            "each new bank is computed from the previous one, so every step's graph stays linked: grows each step",
+        );
+    out.push(
+        Diagnostic::new(rule, message, assignment.byte_range()).with_label(
+            loop_header(checker, *training),
+            "the bank is rebuilt on every step of this training loop",
+        ),
+    );
+}
+
+/// `recent.append(emb)` with `recent.pop(0)`: a window of the last steps' outputs, each with
+/// its graph.
+fn check_rolling_window<'a>(
+    rule: &Arc<RuleMeta>,
+    call: Node<'a>,
+    checker: &Checker<'a>,
+    out: &mut Vec<Diagnostic>,
+) {
+    let Some(found) = accumulation(checker, call) else {
+        return;
+    };
+    if found.how != How::Append || checker.analysis.facts(found.value).graph != Tri::Yes {
+        return;
+    }
+    let name = checker.node_text(found.container);
+    let loops = carrying_loops(checker, found.container, call);
+    let Some(window) = loops.iter().find(|l| super::bounded(checker, name, **l)) else {
+        return;
+    };
+    let message = rule
+        .message
+        .replace("{value}", &short(checker, found.value))
+        .replace("{target}", name)
+        .replace(
+            "{held}",
+            "keeps the autograd graph of every step still in the window alive",
+        );
+    out.push(
+        Diagnostic::new(rule, message, call.byte_range()).with_label(
+            loop_header(checker, *window),
+            "the window is refilled on every iteration",
+        ),
+    );
+}
+
 /// Whether an argument text passes the state back (`h`, `(h, c)`, `state`).
 fn argument_feeds(argument: &str, name: &str) -> bool {
     argument == name
@@ -255,7 +390,8 @@ fn detached_in_loop(checker: &Checker<'_>, name: &str) -> bool {
         .last()
         .map(|l| checker.node_text(*l))
         .unwrap_or("");
-    region.contains(&format!("{name}.detach(")) || region.contains(&format!("{name}.detach_("))
+    uses_detached(region, name)
+        || region.contains(&format!("{name}.detach_("))
         || region.contains(&format!("repackage_hidden({name}"))
         || region.contains(&format!("detach_hidden({name}"))
 }
@@ -265,8 +401,32 @@ fn detached_elsewhere(checker: &Checker<'_>, assignment: Node<'_>, name: &str) -
         .analysis
         .enclosing_function(assignment)
         .map_or(checker.text(), |f| checker.node_text(f));
-    region.contains(&format!("{name}.detach(")) || region.contains(&format!("{name}.detach_("))
+    uses_detached(region, name)
+        || region.contains(&format!("{name}.detach_("))
         || region.contains("detach() for")
+}
+
+/// Whether `name.detach()` is used somewhere in `region`: assigned or passed on. A bare
+/// `h.detach()` statement returns a new tensor and leaves `h` as it was.
+fn uses_detached(region: &str, name: &str) -> bool {
+    let pattern = format!("{name}.detach(");
+    region.match_indices(&pattern).any(|(at, _)| {
+        let line_start = region[..at].rfind('\n').map_or(0, |i| i + 1);
+        !region[line_start..at].trim().is_empty()
+    })
+}
+
+/// The names and attributes a target pattern binds: `out, (h, c)` gives `out`, `h`, `c`.
+fn flatten_targets<'a>(target: Node<'a>, out: &mut Vec<Node<'a>>) {
+    let kind = target.kind_id();
+    if kind == KINDS.identifier || kind == KINDS.attribute || kind == KINDS.subscript {
+        out.push(target);
+        return;
+    }
+    let mut cursor = target.walk();
+    for child in target.named_children(&mut cursor) {
+        flatten_targets(child, out);
+    }
 }
 
 fn function_trains(checker: &Checker<'_>) -> bool {

@@ -51,7 +51,11 @@ pub fn forward_call<'a>(checker: &Checker<'a>, call: Node<'a>) -> Option<Forward
             module: callee_facts,
         });
     }
-    if object_facts.kind == Kind::Module && is_forward_method(attribute) {
+    if object_facts.kind == Kind::Module
+        && is_forward_method(attribute)
+        && !crate::semantic::values::is_non_forward_method(attribute)
+        && analysis.is_model_member(attribute)
+    {
         return Some(Forward {
             receiver: checker.node_text(object),
             module: object_facts,
@@ -116,6 +120,8 @@ pub enum How {
     Append,
     /// `acc[k] = v`
     Store,
+    /// `acc = torch.cat([acc, v])`
+    Concat,
 }
 
 pub struct Accumulation<'a> {
@@ -137,13 +143,26 @@ pub fn accumulation<'a>(checker: &Checker<'a>, node: Node<'a>) -> Option<Accumul
         if operator != "+=" && operator != "-=" {
             return None;
         }
-        let container = node.child_by_field_id(FIELDS.left)?;
+        let mut container = node.child_by_field_id(FIELDS.left)?;
+        // `stats["loss"] += loss` accumulates into `stats`.
+        if container.kind_id() == KINDS.subscript {
+            container = container.child_by_field_id(FIELDS.value)?;
+        }
         if container.kind_id() != KINDS.identifier && container.kind_id() != KINDS.attribute {
             return None;
         }
+        let right = node.child_by_field_id(FIELDS.right)?;
+        // `preds += [out]` extends a list like `append`.
+        if right.kind_id() == KINDS.list && operator == "+=" {
+            return Some(Accumulation {
+                container,
+                value: right.named_child(0)?,
+                how: How::Append,
+            });
+        }
         return Some(Accumulation {
             container,
-            value: node.child_by_field_id(FIELDS.right)?,
+            value: right,
             how: How::AugmentedAdd,
         });
     }
@@ -157,9 +176,13 @@ pub fn accumulation<'a>(checker: &Checker<'a>, node: Node<'a>) -> Option<Accumul
                 how: How::Store,
             });
         }
-        if (left.kind_id() != KINDS.identifier && left.kind_id() != KINDS.attribute)
-            || right.kind_id() != KINDS.binary_operator
-        {
+        if left.kind_id() != KINDS.identifier && left.kind_id() != KINDS.attribute {
+            return None;
+        }
+        if right.kind_id() == KINDS.call {
+            return concatenation(checker, left, right);
+        }
+        if right.kind_id() != KINDS.binary_operator {
             return None;
         }
         let operator = right
@@ -201,13 +224,63 @@ pub fn accumulation<'a>(checker: &Checker<'a>, node: Node<'a>) -> Option<Accumul
         if value.kind_id() == KINDS.keyword_argument {
             return None;
         }
+        // `outputs[name].append(v)` collects into `outputs`.
+        let mut container = callee.child_by_field_id(FIELDS.object)?;
+        while container.kind_id() == KINDS.subscript {
+            container = container.child_by_field_id(FIELDS.value)?;
+        }
         return Some(Accumulation {
-            container: callee.child_by_field_id(FIELDS.object)?,
+            container,
             value,
             how: How::Append,
         });
     }
     None
+}
+
+/// `acc = torch.cat([acc, v])` (or `[v, acc]`, `torch.stack`, `torch.vstack`): the items
+/// concatenated onto the container.
+fn concatenation<'a>(
+    checker: &Checker<'a>,
+    left: Node<'a>,
+    call: Node<'a>,
+) -> Option<Accumulation<'a>> {
+    let items = concatenated_items(checker, call)?;
+    let target = checker.node_text(left);
+    if !items.iter().any(|item| checker.node_text(*item) == target) {
+        return None;
+    }
+    let value = items
+        .into_iter()
+        .find(|item| checker.node_text(*item) != target)?;
+    Some(Accumulation {
+        container: left,
+        value,
+        how: How::Concat,
+    })
+}
+
+/// The items of `torch.cat([a, b])`, `torch.stack((a, b))`, `torch.vstack([a, b])`.
+pub fn concatenated_items<'a>(checker: &Checker<'a>, call: Node<'a>) -> Option<Vec<Node<'a>>> {
+    let callee = call.child_by_field_id(FIELDS.function)?;
+    let last = checker.node_text(callee).rsplit('.').next()?;
+    if !matches!(
+        last,
+        "cat" | "concat" | "concatenate" | "stack" | "vstack" | "hstack"
+    ) {
+        return None;
+    }
+    let name = checker.analysis.qualified_name(callee)?;
+    if !name.starts_with("torch.") {
+        return None;
+    }
+    let items = call
+        .child_by_field_id(FIELDS.arguments)?
+        .named_child(0)
+        .filter(|items| items.kind_id() == KINDS.list || items.kind_id() == KINDS.tuple)?;
+    let mut cursor = items.walk();
+    let items = items.named_children(&mut cursor).collect();
+    Some(items)
 }
 
 /// Why a loop runs once per batch, for labels; `None` for loops that do not (epochs,
@@ -228,16 +301,31 @@ pub fn per_batch_reason(checker: &Checker<'_>, loop_node: Node<'_>) -> Option<St
             return Some(format!("this loop runs once per batch of `{iterable}`"));
         }
     }
-    if facts.nested_training {
+    let over_modules = loop_node
+        .child_by_field_id(FIELDS.right)
+        .is_some_and(|iterable| checker.analysis.facts(iterable).kind == Kind::Module);
+    if facts.nested_training || over_modules || in_module_method(checker, loop_node) {
+        // Loops inside a model's own code run per layer or per chunk of one forward pass.
         return None;
     }
     runs_forward(checker, loop_node)
         .map(|call| format!("this loop runs the model once per iteration (`{call}`)"))
 }
 
+/// Whether a node is in a method of an `nn.Module` class.
+pub fn in_module_method(checker: &Checker<'_>, node: Node<'_>) -> bool {
+    checker
+        .analysis
+        .class_of(node)
+        .is_some_and(|class| checker.analysis.modules().is_module_class(class))
+}
+
 /// A forward call in the loop's own body (not in nested loops or functions).
 fn runs_forward<'a>(checker: &Checker<'a>, loop_node: Node<'a>) -> Option<&'a str> {
-    let body = loop_node.child_by_field_id(FIELDS.body)?;
+    runs_forward_in(checker, loop_node.child_by_field_id(FIELDS.body)?)
+}
+
+fn runs_forward_in<'a>(checker: &Checker<'a>, body: Node<'a>) -> Option<&'a str> {
     let mut found = None;
     walk(body, |visit| {
         let Visit::Enter(node) = visit else {
@@ -247,8 +335,15 @@ fn runs_forward<'a>(checker: &Checker<'a>, loop_node: Node<'a>) -> Option<&'a st
             return Descend::No;
         }
         let kind = node.kind_id();
-        if kind == KINDS.for_statement
-            || kind == KINDS.while_statement
+        if kind == KINDS.for_statement {
+            // A nested loop's iterable runs once per iteration of this one:
+            // `for name, out in model(x).items()`.
+            if let Some(iterable) = node.child_by_field_id(FIELDS.right) {
+                found = runs_forward_in(checker, iterable);
+            }
+            return Descend::No;
+        }
+        if kind == KINDS.while_statement
             || kind == KINDS.function_definition
             || kind == KINDS.lambda
             || kind == KINDS.class_definition
@@ -263,7 +358,7 @@ fn runs_forward<'a>(checker: &Checker<'a>, loop_node: Node<'a>) -> Option<&'a st
         }
         Descend::Yes
     });
-    found.map(|call| first_line(call))
+    found.map(first_line)
 }
 
 /// `forecast_error(model, x)`: a call of one of the file's functions that runs a model.
@@ -310,13 +405,58 @@ pub fn carrying_loops<'a>(
     statement: Node<'a>,
 ) -> Vec<Node<'a>> {
     let loops = checker.enclosing_loops();
-    let Some(init) = initialisation(checker, container, statement) else {
-        return loops;
+    let carried = loops_outlived(checker, container, statement);
+    // A container reset on every batch holds one batch's worth (chunks of one input, the
+    // time steps of one sequence).
+    if let Some(resetting) = loops.get(carried.len())
+        && per_batch_reason(checker, *resetting).is_some()
+    {
+        return Vec::new();
+    }
+    carried
+}
+
+/// The enclosing loops, innermost first, that the container outlives: up to the first one
+/// that (re)initialises or clears it.
+pub fn loops_outlived<'a>(
+    checker: &Checker<'a>,
+    container: Node<'a>,
+    statement: Node<'a>,
+) -> Vec<Node<'a>> {
+    let loops = checker.enclosing_loops();
+    let name = checker.node_text(container);
+    let init = initialisation(checker, container, statement);
+    let carried: Vec<Node<'a>> = loops
+        .iter()
+        .copied()
+        .take_while(|loop_node| {
+            !init.is_some_and(|init| contains_unconditionally(checker, *loop_node, init))
+                && !clears(checker, *loop_node, name)
+        })
+        .collect();
+    carried
+}
+
+/// Whether a loop empties the container on each iteration: `feats.clear()`, `del feats[:]`,
+/// `self.buf = []`.
+fn clears(checker: &Checker<'_>, loop_node: Node<'_>, name: &str) -> bool {
+    let Some(body) = loop_node.child_by_field_id(FIELDS.body) else {
+        return false;
     };
-    loops
-        .into_iter()
-        .take_while(|loop_node| !contains_unconditionally(checker, *loop_node, init))
-        .collect()
+    let mut cursor = body.walk();
+    let statements: Vec<Node<'_>> = body.named_children(&mut cursor).collect();
+    statements.into_iter().any(|statement| {
+        let text = checker.node_text(statement).replace(' ', "");
+        text == format!("{name}.clear()")
+            || text == format!("del{name}[:]")
+            || (name.contains('.')
+                && [
+                    format!("{name}=[]"),
+                    format!("{name}={{}}"),
+                    format!("{name}=list()"),
+                ]
+                .contains(&text))
+    })
 }
 
 /// The statement that last (re)initialises a plain-name container before `statement` in the
@@ -367,7 +507,11 @@ fn mentions(checker: &Checker<'_>, node: Node<'_>, name: &str) -> bool {
 
 /// Whether `statement` runs on every iteration of `loop_node`: it is in the loop's body, not
 /// under an `if`, `try` or a nested loop.
-fn contains_unconditionally(checker: &Checker<'_>, loop_node: Node<'_>, statement: Node<'_>) -> bool {
+fn contains_unconditionally(
+    checker: &Checker<'_>,
+    loop_node: Node<'_>,
+    statement: Node<'_>,
+) -> bool {
     let Some(body) = loop_node.child_by_field_id(FIELDS.body) else {
         return false;
     };
@@ -393,6 +537,24 @@ fn contains_unconditionally(checker: &Checker<'_>, loop_node: Node<'_>, statemen
     false
 }
 
+/// Whether a container only keeps the last few items: the loop pops from it
+/// (`recent.pop(0)`, `del recent[0]`) or it is a `deque(maxlen=...)`.
+pub fn bounded(checker: &Checker<'_>, container: &str, loop_node: Node<'_>) -> bool {
+    let region = checker.node_text(loop_node);
+    if [".pop(", ".popleft("]
+        .iter()
+        .any(|pop| region.contains(&format!("{container}{pop}")))
+        || region.contains(&format!("del {container}["))
+    {
+        return true;
+    }
+    let assignment = format!("{container} = ");
+    checker.text().match_indices(&assignment).any(|(at, _)| {
+        let line = checker.text()[at..].lines().next().unwrap_or("");
+        line.contains("deque(") && line.contains("maxlen")
+    })
+}
+
 /// The first of the loops that runs once per batch, with the reason.
 pub fn first_per_batch<'a>(
     checker: &Checker<'a>,
@@ -414,11 +576,21 @@ pub fn loop_header(checker: &Checker<'_>, loop_node: Node<'_>) -> TextRange {
 /// Whether the function holding the current node runs once per batch when it is not in a
 /// loop: a framework per-batch hook (`training_step`) or a function that is itself a step.
 pub fn per_batch_function(checker: &Checker<'_>) -> Option<(TextRange, String)> {
-    let (_, facts) = checker.current_function()?;
+    let (function, facts) = checker.current_function()?;
     if training::is_per_batch_hook(&facts.name) {
-        return Some((facts.header.clone(), format!("`{}` runs once per batch", facts.name)));
+        return Some((
+            facts.header.clone(),
+            format!("`{}` runs once per batch", facts.name),
+        ));
     }
-    if let Some(call) = &facts.training_call_outside_loops {
+    // A model's own methods that call `.backward()` (reversible layers recomputing their
+    // activations) are part of one backward pass, not a training step.
+    if let Some(call) = &facts.training_call_outside_loops
+        && !in_module_method(
+            checker,
+            function.child_by_field_id(FIELDS.body).unwrap_or(function),
+        )
+    {
         return Some((
             facts.header.clone(),
             format!(

@@ -6,7 +6,7 @@ use tree_sitter::Node;
 
 use crate::checker::Checker;
 use crate::diagnostic::Diagnostic;
-use crate::parse::FIELDS;
+use crate::parse::{FIELDS, KINDS};
 use crate::rules::declarative::find_argument;
 use crate::rules::{Check, RuleMeta};
 use crate::semantic::constants::Constant;
@@ -42,7 +42,9 @@ impl Check for PinnedWorkers {
         let source = checker.text();
         let analysis = &checker.analysis;
         let argument = |keyword: &str, position: Option<usize>| {
-            find_argument(call, source, Some(keyword), position).found()
+            find_argument(call, source, Some(keyword), position)
+                .found()
+                .or_else(|| splatted_argument(checker, call, keyword))
         };
         // DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers,
         //            collate_fn, pin_memory, ...)
@@ -81,9 +83,24 @@ impl Check for PinnedWorkers {
             ),
             _ => return,
         };
-        let batches = match batch {
-            Some(size) => format!("{count} batches of {size} samples"),
-            None => format!("{count} batches"),
+        let sample = argument("dataset", Some(0)).and_then(|d| sample_bytes(checker, d));
+        let batches = match (batch, sample) {
+            (Some(size), Some(sample)) => {
+                let batch_bytes = size as u64 * sample;
+                let pinned = match workers {
+                    Constant::Int(n) => format!(
+                        ", about {} pinned",
+                        human_bytes((n * prefetch + 1) as u64 * batch_bytes.next_power_of_two())
+                    ),
+                    _ => String::new(),
+                };
+                format!(
+                    "{count} batches of {size} samples ({} each{pinned})",
+                    human_bytes(batch_bytes)
+                )
+            }
+            (Some(size), None) => format!("{count} batches of {size} samples"),
+            _ => format!("{count} batches"),
         };
         let message = rule
             .message
@@ -102,5 +119,142 @@ impl Check for PinnedWorkers {
             );
         }
         out.push(diagnostic);
+    }
+}
+
+/// `DataLoader(ds, **loader_kwargs)` with `loader_kwargs = {"num_workers": ...}` or
+/// `dict(num_workers=...)` bound in the file.
+fn splatted_argument<'a>(checker: &Checker<'a>, call: Node<'a>, keyword: &str) -> Option<Node<'a>> {
+    let arguments = call.child_by_field_id(FIELDS.arguments)?;
+    let mut cursor = arguments.walk();
+    let splats: Vec<Node<'a>> = arguments
+        .named_children(&mut cursor)
+        .filter(|a| a.kind_id() == KINDS.dictionary_splat)
+        .collect();
+    splats.into_iter().find_map(|splat| {
+        let mut value = splat.named_child(0)?;
+        if let Some(bound) = checker.analysis.bound_value(value) {
+            value = bound;
+        }
+        dictionary_entry(checker, value, keyword)
+    })
+}
+
+fn dictionary_entry<'a>(checker: &Checker<'a>, dict: Node<'a>, keyword: &str) -> Option<Node<'a>> {
+    if dict.kind() == "dictionary" {
+        let mut cursor = dict.walk();
+        let pairs: Vec<Node<'a>> = dict.named_children(&mut cursor).collect();
+        return pairs.into_iter().find_map(|pair| {
+            let key = pair.child_by_field_name("key")?;
+            let key = checker.node_text(key).trim_matches(['"', '\'']);
+            (key == keyword).then(|| pair.child_by_field_id(FIELDS.value))?
+        });
+    }
+    if dict.kind_id() == KINDS.call
+        && dict
+            .child_by_field_id(FIELDS.function)
+            .is_some_and(|f| checker.node_text(f) == "dict")
+    {
+        return find_argument(dict, checker.text(), Some(keyword), None).found();
+    }
+    None
+}
+
+/// The bytes of one sample of a `TensorDataset` built from tensors of literal shape
+/// (`TensorDataset(torch.randn(1000, 3, 32, 32), torch.randint(0, 10, (1000,)))`).
+fn sample_bytes(checker: &Checker<'_>, dataset: Node<'_>) -> Option<u64> {
+    let analysis = &checker.analysis;
+    let dataset = analysis.bound_value(dataset).unwrap_or(dataset);
+    if dataset.kind_id() != KINDS.call {
+        return None;
+    }
+    let callee = dataset.child_by_field_id(FIELDS.function)?;
+    if !analysis.qualified_name(callee).is_some_and(|name| {
+        name.ends_with("data.TensorDataset") || name.ends_with("dataset.TensorDataset")
+    }) {
+        return None;
+    }
+    let arguments = dataset.child_by_field_id(FIELDS.arguments)?;
+    let mut cursor = arguments.walk();
+    let tensors: Vec<Node<'_>> = arguments.named_children(&mut cursor).collect();
+    let mut total = 0;
+    for tensor in tensors {
+        let tensor = analysis.bound_value(tensor).unwrap_or(tensor);
+        total += tensor_sample_bytes(checker, tensor)?;
+    }
+    (total > 0).then_some(total)
+}
+
+/// Bytes per row of `torch.randn(n, d1, d2)`, `torch.zeros((n, d), dtype=...)`,
+/// `torch.randint(lo, hi, (n, d))`.
+fn tensor_sample_bytes(checker: &Checker<'_>, call: Node<'_>) -> Option<u64> {
+    let analysis = &checker.analysis;
+    if call.kind_id() != KINDS.call {
+        return None;
+    }
+    let name = analysis.qualified_name(call.child_by_field_id(FIELDS.function)?)?;
+    let function = name.strip_prefix("torch.")?;
+    let source = checker.text();
+    let dtype = find_argument(call, source, Some("dtype"), None)
+        .found()
+        .map(|d| checker.node_text(d));
+    let (shape_at, default_size) = match function {
+        "randn" | "rand" | "zeros" | "ones" | "empty" => (0, 4),
+        "randint" => (2, 8),
+        _ => return None,
+    };
+    let element = match dtype {
+        None => default_size,
+        Some(dtype) => element_size(dtype)?,
+    };
+    let arguments = call.child_by_field_id(FIELDS.arguments)?;
+    let mut cursor = arguments.walk();
+    let positional: Vec<Node<'_>> = arguments
+        .named_children(&mut cursor)
+        .filter(|a| a.kind_id() != KINDS.keyword_argument)
+        .collect();
+    let dims: Vec<Node<'_>> = match positional.get(shape_at) {
+        Some(shape) if shape.kind_id() == KINDS.tuple || shape.kind_id() == KINDS.list => {
+            let mut cursor = shape.walk();
+            shape.named_children(&mut cursor).collect()
+        }
+        Some(_) if shape_at == 0 => positional.clone(),
+        _ => return None,
+    };
+    let mut row = element;
+    for dim in dims.iter().skip(1) {
+        match analysis.constant(*dim) {
+            Constant::Int(n) if n > 0 => row *= n as u64,
+            _ => return None,
+        }
+    }
+    Some(row)
+}
+
+fn element_size(dtype: &str) -> Option<u64> {
+    let name = dtype.rsplit('.').next()?;
+    Some(match name {
+        "float64" | "double" | "int64" | "long" | "complex64" => 8,
+        "float32" | "float" | "int32" | "int" => 4,
+        "float16" | "half" | "bfloat16" | "int16" | "short" => 2,
+        "uint8" | "int8" | "bool" => 1,
+        _ => return None,
+    })
+}
+
+fn human_bytes(bytes: u64) -> String {
+    const UNITS: &[&str] = &["bytes", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} bytes")
+    } else if value >= 100.0 || value.fract() == 0.0 {
+        format!("{value:.0} {}", UNITS[unit])
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tree_sitter::Node;
 
-use super::{first_per_batch, loop_header};
+use super::{first_per_batch, forward_call, loop_header, per_batch_function};
 use crate::checker::Checker;
 use crate::diagnostic::Diagnostic;
 use crate::parse::{Descend, FIELDS, KINDS, Visit, walk};
@@ -39,8 +39,13 @@ impl Check for RetainGraphInLoop {
         if !is_backward && !is_autograd_backward {
             return;
         }
-        let position = if is_autograd_backward { Some(2) } else { Some(1) };
-        let Some(retain) = find_argument(call, checker.text(), Some("retain_graph"), position).found()
+        let position = if is_autograd_backward {
+            Some(2)
+        } else {
+            Some(1)
+        };
+        let Some(retain) =
+            find_argument(call, checker.text(), Some("retain_graph"), position).found()
         else {
             return;
         };
@@ -48,33 +53,147 @@ impl Check for RetainGraphInLoop {
             return;
         }
         let loops = checker.enclosing_loops();
-        let Some((loop_node, why)) = first_per_batch(checker, &loops) else {
+        let (region, label, why) = match first_per_batch(checker, &loops) {
+            Some((loop_node, why)) => (loops[0], loop_header(checker, loop_node), why),
+            None if loops.is_empty() => {
+                match (per_batch_function(checker), checker.current_function()) {
+                    (Some((header, why)), Some((function, _))) => (function, header, why),
+                    _ => return,
+                }
+            }
+            None => return,
+        };
+        let Some(target) = backward_target(checker, call, is_autograd_backward) else {
             return;
         };
-        if later_backward(checker, loops[0], call) {
+        let retained = graph_sources(checker, target);
+        // Backward per class or per output from one forward made before the loop: the next
+        // iteration needs the graph again.
+        if !loops.is_empty()
+            && !retained.is_empty()
+            && retained
+                .iter()
+                .all(|source| source.end_byte() <= loops[0].start_byte())
+        {
+            return;
+        }
+        if later_backward_through(checker, region, call, &retained) {
             // A second backward through the same graph in this iteration (GAN generator
             // step, several task losses): what `retain_graph=True` is for.
             return;
         }
         let message = rule.message.replace("{call}", checker.node_text(callee));
-        out.push(
-            Diagnostic::new(rule, message, call.byte_range())
-                .with_label(loop_header(checker, loop_node), why),
-        );
+        out.push(Diagnostic::new(rule, message, call.byte_range()).with_label(label, why));
     }
 }
 
-/// Another `.backward(...)` or `torch.autograd.grad(...)` after `call` in the loop body.
-fn later_backward(checker: &Checker<'_>, loop_node: Node<'_>, call: Node<'_>) -> bool {
-    let Some(body) = loop_node.child_by_field_id(FIELDS.body) else {
+/// What a backward call differentiates: `loss` in `loss.backward()`, the first argument of
+/// `torch.autograd.backward(loss)`.
+fn backward_target<'a>(checker: &Checker<'a>, call: Node<'a>, autograd: bool) -> Option<Node<'a>> {
+    if autograd {
+        return find_argument(call, checker.text(), Some("tensors"), Some(0)).found();
+    }
+    let mut target = call
+        .child_by_field_id(FIELDS.function)?
+        .child_by_field_id(FIELDS.object)?;
+    // `scaler.scale(loss).backward()`
+    if target.kind_id() == KINDS.call
+        && target
+            .child_by_field_id(FIELDS.function)
+            .is_some_and(|f| checker.node_text(f).ends_with(".scale"))
+        && let Some(inner) = find_argument(target, checker.text(), None, Some(0)).found()
+    {
+        target = inner;
+    }
+    Some(target)
+}
+
+/// The forward passes (and leaf tensors that require grad) whose graph a value depends on,
+/// through the assignments that reach it; `.detach()`ed parts do not count.
+fn graph_sources<'a>(checker: &Checker<'a>, value: Node<'a>) -> Vec<Node<'a>> {
+    let mut sources = Vec::new();
+    let mut seen = Vec::new();
+    collect_sources(checker, value, &mut sources, &mut seen, 0);
+    sources
+}
+
+fn collect_sources<'a>(
+    checker: &Checker<'a>,
+    node: Node<'a>,
+    sources: &mut Vec<Node<'a>>,
+    seen: &mut Vec<usize>,
+    depth: usize,
+) {
+    if depth > 16 || seen.contains(&node.id()) {
+        return;
+    }
+    seen.push(node.id());
+    let mut names = Vec::new();
+    walk(node, |visit| {
+        let Visit::Enter(inner) = visit else {
+            return Descend::Yes;
+        };
+        let kind = inner.kind_id();
+        if kind == KINDS.call {
+            let callee = inner.child_by_field_id(FIELDS.function);
+            let method = callee
+                .filter(|c| c.kind_id() == KINDS.attribute)
+                .and_then(|c| c.child_by_field_id(FIELDS.attribute))
+                .map(|a| checker.node_text(a));
+            if matches!(method, Some("detach" | "detach_" | "item" | "tolist")) {
+                return Descend::No;
+            }
+            if forward_call(checker, inner).is_some() {
+                sources.push(inner);
+            }
+            if checker.node_text(inner).contains("requires_grad") {
+                sources.push(inner);
+            }
+        } else if kind == KINDS.identifier {
+            let is_attribute_name = inner.parent().is_some_and(|parent| {
+                parent.kind_id() == KINDS.attribute
+                    && parent.child_by_field_id(FIELDS.attribute).map(|a| a.id())
+                        == Some(inner.id())
+            });
+            if !is_attribute_name {
+                names.push(inner);
+            }
+        } else if kind == KINDS.keyword_argument {
+            if let Some(value) = inner.child_by_field_id(FIELDS.value) {
+                names.push(value);
+            }
+            return Descend::No;
+        }
+        Descend::Yes
+    });
+    for name in names {
+        if name.kind_id() != KINDS.identifier {
+            collect_sources(checker, name, sources, seen, depth + 1);
+            continue;
+        }
+        if let Some(value) = checker.analysis.reaching_value(name) {
+            collect_sources(checker, value, sources, seen, depth + 1);
+        }
+    }
+}
+
+/// Another `.backward(...)` or `torch.autograd.grad(...)` after `call` in the region whose
+/// target shares a forward pass with the retained graph (or whose target is unknown).
+fn later_backward_through(
+    checker: &Checker<'_>,
+    region: Node<'_>,
+    call: Node<'_>,
+    retained: &[Node<'_>],
+) -> bool {
+    let Some(body) = region.child_by_field_id(FIELDS.body) else {
         return false;
     };
-    let mut found = false;
+    let mut later = Vec::new();
     walk(body, |visit| {
         let Visit::Enter(node) = visit else {
             return Descend::Yes;
         };
-        if found || !node.is_named() {
+        if !node.is_named() {
             return Descend::No;
         }
         if node.kind_id() == KINDS.function_definition || node.kind_id() == KINDS.lambda {
@@ -86,10 +205,30 @@ fn later_backward(checker: &Checker<'_>, loop_node: Node<'_>, call: Node<'_>) ->
                 .map(|f| checker.node_text(f))
                 .unwrap_or("");
             if text.ends_with(".backward") || text.ends_with("autograd.grad") || text == "grad" {
-                found = true;
+                later.push(node);
             }
         }
         Descend::Yes
     });
-    found
+    later.into_iter().any(|node| {
+        let text = node
+            .child_by_field_id(FIELDS.function)
+            .map(|f| checker.node_text(f))
+            .unwrap_or("");
+        let target = if text.ends_with(".backward") {
+            backward_target(checker, node, text == "torch.autograd.backward")
+        } else {
+            find_argument(node, checker.text(), Some("outputs"), Some(0)).found()
+        };
+        let Some(target) = target else {
+            return true;
+        };
+        let sources = graph_sources(checker, target);
+        // Nothing known about either graph: assume they are shared, as the author did.
+        retained.is_empty()
+            || sources.is_empty()
+            || sources
+                .iter()
+                .any(|s| retained.iter().any(|r| r.id() == s.id()))
+    })
 }

@@ -28,12 +28,37 @@ impl Check for TensorAccumulated {
         checker: &Checker<'_>,
         out: &mut Vec<Diagnostic>,
     ) {
+        let start = out.len();
+        self.check_grad_dependent(rule, node, checker, out);
+        // Graphs are only recorded if the function runs with grad: its callers may tell.
+        for diagnostic in &mut out[start..] {
+            diagnostic.assumption = checker.caller_assumption(node);
+        }
+    }
+}
+
+impl TensorAccumulated {
+    fn check_grad_dependent(
+        &self,
+        rule: &Arc<RuleMeta>,
+        node: Node<'_>,
+        checker: &Checker<'_>,
+        out: &mut Vec<Diagnostic>,
+    ) {
         if in_module_forward(checker) {
             // State kept on a module during forward is TL103's.
             return;
         }
         if let Some(found) = accumulation(checker, node) {
-            check_accumulation(rule, node, found.container, found.value, found.how, checker, out);
+            check_accumulation(
+                rule,
+                node,
+                found.container,
+                found.value,
+                found.how,
+                checker,
+                out,
+            );
             return;
         }
         if node.kind_id() == KINDS.call {
@@ -53,7 +78,7 @@ fn check_accumulation<'a>(
 ) {
     let analysis = &checker.analysis;
     let facts = analysis.facts(value);
-    if facts.graph != Tri::Yes {
+    if facts.graph != Tri::Yes && !backpropagated_in_loop(checker, value) {
         return;
     }
     let container_facts = analysis.facts(container);
@@ -66,6 +91,14 @@ fn check_accumulation<'a>(
         return;
     }
     let loops = carrying_loops(checker, container, statement);
+    // A rolling window (`recent.pop(0)`) holds a fixed number of graphs: TL103's.
+    if how == How::Append
+        && loops
+            .iter()
+            .any(|l| super::bounded(checker, checker.node_text(container), *l))
+    {
+        return;
+    }
     let evidence = match first_per_batch(checker, &loops) {
         Some((loop_node, why)) => Some((loop_header(checker, loop_node), why)),
         None if loops.is_empty() && container.kind_id() == KINDS.attribute => {
@@ -81,7 +114,10 @@ fn check_accumulation<'a>(
             .model
             .loop_facts(*l)
             .is_some_and(|facts| facts.trains())
-    }) || (loops.is_empty() && checker.current_function().is_some_and(|(_, f)| f.contains_training || f.name.contains("training_step")));
+    }) || (loops.is_empty()
+        && checker
+            .current_function()
+            .is_some_and(|(_, f)| f.contains_training || f.name.contains("training_step")));
     let growth = if backward_each_step {
         "its graph's nodes (host memory) grow every step"
     } else {
@@ -155,8 +191,10 @@ fn check_helper_call<'a>(
                     "{growth}",
                     "the caller passes a tensor with its graph every step",
                 );
-            let mut diagnostic = Diagnostic::new(rule, message, storing.0.byte_range())
-                .with_label(call.byte_range(), "called here with a graph-carrying tensor");
+            let mut diagnostic = Diagnostic::new(rule, message, storing.0.byte_range()).with_label(
+                call.byte_range(),
+                "called here with a graph-carrying tensor",
+            );
             if let Some((loop_node, why)) = &per_batch {
                 diagnostic = diagnostic.with_label(loop_header(checker, *loop_node), why.clone());
             }
@@ -194,7 +232,9 @@ fn storing_statement<'a>(
             return crate::parse::Descend::No;
         }
         if let Some(accumulated) = accumulation(checker, node)
-            && checker.node_text(accumulated.container).starts_with("self.")
+            && checker
+                .node_text(accumulated.container)
+                .starts_with("self.")
             && mentions_name(checker, accumulated.value, parameter)
             && !detaches(checker, accumulated.value)
         {
@@ -217,6 +257,25 @@ fn detaches(checker: &Checker<'_>, node: Node<'_>) -> bool {
     [".item()", ".detach()", "float(", ".tolist()", "int("]
         .iter()
         .any(|d| text.contains(d))
+}
+
+/// Whether the value is (an expression of) a variable the loop calls `.backward()` on: then it
+/// certainly carries a graph, whatever produced it (`loss = self._loss_fn(...)`).
+fn backpropagated_in_loop(checker: &Checker<'_>, value: Node<'_>) -> bool {
+    let Some(loop_node) = checker.enclosing_loops().first().copied() else {
+        return false;
+    };
+    let region = checker.node_text(loop_node);
+    let text = checker.node_text(value);
+    if [".item()", ".detach()", "float(", ".tolist()", "int("]
+        .iter()
+        .any(|detaching| text.contains(detaching))
+    {
+        return false;
+    }
+    text.split(|c: char| !c.is_alphanumeric() && c != '_' && c != '.')
+        .filter(|word| !word.is_empty() && !word.starts_with(|c: char| c.is_ascii_digit()))
+        .any(|word| region.contains(&format!("{word}.backward(")))
 }
 
 /// Whether `container.backward()` is called in the same function: the accumulated loss is
