@@ -75,7 +75,7 @@ impl EvalWithoutNoGrad {
             diagnostic = diagnostic.with_label(
                 facts.header.clone(),
                 format!(
-                    "`{}` is called with grad enabled (not every caller wraps it in `torch.no_grad()`)",
+                    "`{}` has no grad context of its own, and not every caller in the linted files disables grad",
                     facts.name
                 ),
             );

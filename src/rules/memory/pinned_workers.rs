@@ -75,11 +75,11 @@ impl Check for PinnedWorkers {
         let (count, description) = match workers {
             Constant::Int(n) if n > max_workers => (
                 format!("{}", n * prefetch + 1),
-                format!("num_workers={n} and prefetch_factor={prefetch}"),
+                format!("`num_workers={n}` and `prefetch_factor={prefetch}`"),
             ),
             Constant::CpuCount => (
-                format!("CPU count × {prefetch} + 1"),
-                "num_workers follows the machine's CPU count".to_owned(),
+                format!("(CPU count × {prefetch} + 1)"),
+                "`num_workers` tied to the CPU count".to_owned(),
             ),
             _ => return,
         };
