@@ -12,7 +12,7 @@ use super::SemanticModel;
 use super::grad::GradInfo;
 use super::modules::ModuleInfo;
 use super::scope::ScopeId;
-use super::values::ValueFacts;
+use super::values::{CallKey, ValueFacts};
 use crate::parse::text;
 
 pub struct Analysis<'a> {
@@ -25,6 +25,8 @@ pub struct Analysis<'a> {
     pub(super) values: RefCell<HashMap<usize, ValueFacts>>,
     /// Nodes whose facts are being computed, to cut cycles (`x = x + 1`).
     pub(super) in_progress: RefCell<Vec<usize>>,
+    /// What calls of the file's own functions return, by argument facts (`values`).
+    pub(super) calls: RefCell<HashMap<CallKey, Option<ValueFacts>>>,
     pub(super) targets_gpu: OnceCell<bool>,
 }
 
@@ -38,6 +40,7 @@ impl<'a> Analysis<'a> {
             modules: OnceCell::new(),
             values: RefCell::new(HashMap::default()),
             in_progress: RefCell::new(Vec::new()),
+            calls: RefCell::new(HashMap::default()),
             targets_gpu: OnceCell::new(),
         }
     }

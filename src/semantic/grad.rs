@@ -128,21 +128,20 @@ impl GradInfo {
             .iter()
             .map(|&(id, node)| (id, call_sites(analysis, node)))
             .collect();
-        for (id, node) in &functions {
-            let hook = framework_no_grad_hook(analysis, *node);
-            let has_sites = sites.iter().any(|(f, s)| f == id && !s.is_empty());
-            info.disabled_by_callers.insert(*id, hook || has_sites);
+        // `sites` and `hooks` are in the order of `functions`.
+        let hooks: Vec<bool> = functions
+            .iter()
+            .map(|(_, node)| framework_no_grad_hook(analysis, *node))
+            .collect();
+        for ((id, calls), hook) in sites.iter().zip(&hooks) {
+            info.disabled_by_callers.insert(*id, *hook || !calls.is_empty());
         }
         loop {
             let mut changed = false;
-            for (id, calls) in &sites {
+            for ((id, calls), &hook) in sites.iter().zip(&hooks) {
                 if !info.disabled_by_callers[id] || calls.is_empty() {
                     continue;
                 }
-                let hook = functions
-                    .iter()
-                    .find(|(f, _)| f == id)
-                    .is_some_and(|(_, node)| framework_no_grad_hook(analysis, *node));
                 let all_disabled = calls
                     .iter()
                     .all(|call| info.mode_at(call.start_byte()) == GradMode::Disabled);
@@ -306,22 +305,17 @@ fn statement_switch(analysis: &Analysis<'_>, call: Node<'_>) -> Option<(TextRang
 
 /// The statement holding `call` when it is a bare `set_grad_enabled(...)` statement.
 fn grad_switch_statement<'a>(analysis: &Analysis<'_>, call: Node<'a>) -> Option<Node<'a>> {
-    let statement = call.parent()?;
-    if statement.kind() != "expression_statement" {
+    // The callee's text first: `parent()` walks down from the root.
+    let callee = call.child_by_field_id(FIELDS.function)?;
+    if !analysis.text(callee).ends_with("set_grad_enabled") {
         return None;
     }
-    let callee = call.child_by_field_id(FIELDS.function)?;
-    analysis
-        .text(callee)
-        .ends_with("set_grad_enabled")
-        .then_some(statement)
+    let statement = call.parent()?;
+    (statement.kind() == "expression_statement").then_some(statement)
 }
 
 fn decorator_effect(analysis: &Analysis<'_>, function: Node<'_>) -> Option<GradEffect> {
-    let parent = function.parent()?;
-    if parent.kind_id() != KINDS.decorated_definition {
-        return None;
-    }
+    let parent = *analysis.model.decorated.get(&function.id())?;
     let mut cursor = parent.walk();
     let decorators: Vec<Node<'_>> = parent
         .named_children(&mut cursor)

@@ -42,6 +42,9 @@ pub struct SemanticModel<'a> {
     /// Every call, by the name it calls: `f(...)` under `f`, `obj.m(...)` under `m`.
     pub calls_by_name: HashMap<&'a str, Vec<Node<'a>>>,
     pub classes: Vec<ClassInfo<'a>>,
+    /// Decorated functions and classes: definition node id → the `decorated_definition`
+    /// (asking a node for its parent walks down from the root).
+    pub decorated: HashMap<usize, Node<'a>>,
 }
 
 /// `obj.attr = value` or `obj.attr += value` (or `obj.attr` as the `index`th target of a tuple
@@ -198,6 +201,7 @@ struct Builder<'a> {
     mode_calls: Vec<ModeCall<'a>>,
     calls_by_name: HashMap<&'a str, Vec<Node<'a>>>,
     classes: Vec<ClassInfo<'a>>,
+    decorated: HashMap<usize, Node<'a>>,
     /// Indices into `classes` of the classes the walk is inside.
     class_stack: Vec<usize>,
 }
@@ -223,6 +227,7 @@ enum Action {
     NamedExpression,
     Global,
     String,
+    Decorated,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -289,6 +294,7 @@ static KIND_TABLE: LazyLock<Vec<KindInfo>> = LazyLock::new(|| {
     set(k.except_clause, Action::Except, true, true);
     set(k.named_expression, Action::NamedExpression, true, false);
     set(k.global_statement, Action::Global, false, false);
+    set(k.decorated_definition, Action::Decorated, true, false);
     set(k.with_statement, Action::Nothing, true, true);
     set(k.if_statement, Action::Nothing, true, true);
     set(k.string, Action::String, false, false);
@@ -357,6 +363,7 @@ impl<'a> Builder<'a> {
             mode_calls: Vec::new(),
             calls_by_name: HashMap::default(),
             classes: Vec::new(),
+            decorated: HashMap::default(),
             class_stack: Vec::new(),
         }
     }
@@ -405,6 +412,7 @@ impl<'a> Builder<'a> {
             mode_calls: self.mode_calls,
             calls_by_name: self.calls_by_name,
             classes: self.classes,
+            decorated: self.decorated,
         }
     }
 
@@ -560,6 +568,11 @@ impl<'a> Builder<'a> {
                     node.child_by_field_id(FIELDS.value),
                 ) {
                     self.bind_targets(name, node.end_byte(), Site::Value { value, index: None });
+                }
+            }
+            Action::Decorated => {
+                if let Some(definition) = node.child_by_field_id(FIELDS.definition) {
+                    self.decorated.insert(definition.id(), node);
                 }
             }
             Action::Global => {

@@ -11,7 +11,7 @@ use super::scope::{BindingKind, ScopeKind, Site};
 use crate::parse::{FIELDS, KINDS};
 
 /// Yes, no, or can't tell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub enum Tri {
     #[default]
     Unknown,
@@ -34,7 +34,7 @@ impl Tri {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub enum Kind {
     #[default]
     Unknown,
@@ -55,7 +55,7 @@ pub enum Kind {
     None,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub struct ValueFacts {
     pub kind: Kind,
     /// Carries an autograd graph (the output of recorded operations).
@@ -1537,6 +1537,33 @@ impl<'a> Analysis<'a> {
                 bound.push((function.id(), index as u32 + first_parameter, facts));
             }
         }
+        // The same function called with arguments of the same facts returns the same facts:
+        // evaluate its returns once per signature, not once per call site.
+        let key = CallKey {
+            function: function.id(),
+            element,
+            depth,
+            first_parameter,
+            any_argument_graph,
+            arguments: bound.iter().map(|(_, index, facts)| (*index, *facts)).collect(),
+        };
+        if let Some(cached) = self.calls.borrow().get(&key) {
+            return *cached;
+        }
+        let result = self.evaluate_returns(function, first_parameter, depth, element, &bound, any_argument_graph);
+        self.calls.borrow_mut().insert(key, result);
+        result
+    }
+
+    fn evaluate_returns(
+        &self,
+        function: Node<'a>,
+        first_parameter: u32,
+        depth: usize,
+        element: Option<u32>,
+        bound: &[(usize, u32, ValueFacts)],
+        any_argument_graph: bool,
+    ) -> Option<ValueFacts> {
         let returns = returns_of(function);
         if returns.is_empty() {
             return None;
@@ -1547,7 +1574,7 @@ impl<'a> Analysis<'a> {
                 Some(index) => element_of(value, index).unwrap_or(value),
                 None => value,
             };
-            let mut facts = self.facts_at_depth(value, depth + 1, &bound);
+            let mut facts = self.facts_at_depth(value, depth + 1, bound);
             // A plain function of graph-carrying tensors returns one, unless it detaches
             // (a method may only read sizes and devices from its arguments).
             if facts.graph == Tri::Unknown
@@ -1567,6 +1594,17 @@ impl<'a> Analysis<'a> {
         }
         result
     }
+}
+
+/// What the facts of a call of one of the file's functions depend on.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) struct CallKey {
+    function: usize,
+    element: Option<u32>,
+    depth: usize,
+    first_parameter: u32,
+    any_argument_graph: bool,
+    arguments: Vec<(u32, ValueFacts)>,
 }
 
 /// The name of the file's own function a call calls (`helper(...)`), if it is one.

@@ -42,6 +42,11 @@ impl EvalWithoutNoGrad {
         checker: &Checker<'_>,
         out: &mut Vec<Diagnostic>,
     ) {
+        // Evaluation code needs an `x.eval()` somewhere in the file or an evaluation-named
+        // function; both are cheap to ask before what the call runs.
+        if !checker.model.mode_calls.iter().any(|mode| mode.eval) && !eval_named(checker, call) {
+            return;
+        }
         let Some(forward) = forward_call(checker, call) else {
             return;
         };

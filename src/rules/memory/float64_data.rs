@@ -37,6 +37,20 @@ impl Check for Float64Data {
         let Some(callee) = call.child_by_field_id(FIELDS.function) else {
             return;
         };
+        // Syntax first: a cast, a conversion from an array, a default-dtype switch, or a
+        // `dtype=` keyword.
+        let callee_text = checker.node_text(callee);
+        let last = callee_text.rsplit('.').next().unwrap_or(callee_text);
+        let shaped = matches!(
+            last,
+            "double" | "to" | "type" | "from_numpy" | "tensor" | "as_tensor" | "asarray"
+                | "set_default_dtype" | "set_default_tensor_type"
+        ) || call
+            .child_by_field_id(FIELDS.arguments)
+            .is_some_and(|arguments| checker.node_text(arguments).contains("dtype"));
+        if !shaped {
+            return;
+        }
         let name = checker.qualified_name(callee).unwrap_or_default();
         let source = checker.text();
         let dtype = find_argument(call, source, Some("dtype"), None).found();

@@ -34,6 +34,9 @@ impl Check for GpuCollection {
         if !matches!(found.how, How::Append | How::Concat) || in_module_forward(checker) {
             return;
         }
+        if checker.enclosing_loops().is_empty() && found.container.kind_id() != KINDS.attribute {
+            return;
+        }
         let facts = checker.analysis.facts(found.value);
         // Device tensors without a graph (a graph-carrying value is TL102's).
         if facts.kind != Kind::Tensor || facts.device != Tri::Yes || facts.graph == Tri::Yes {

@@ -43,7 +43,7 @@ impl MissingDetach {
         checker: &Checker<'_>,
         out: &mut Vec<Diagnostic>,
     ) {
-        if !checker.grad_mode(node).may_record() {
+        if !candidate(checker, node) || !checker.grad_mode(node).may_record() {
             return;
         }
         if in_module_forward(checker) {
@@ -62,6 +62,36 @@ impl MissingDetach {
             check_rolling_window(rule, node, checker, out);
         }
     }
+}
+
+/// Whether the statement has a shape any check below looks for, before asking about grad.
+fn candidate(checker: &Checker<'_>, node: Node<'_>) -> bool {
+    let kind = node.kind_id();
+    if kind == KINDS.call {
+        return node
+            .child_by_field_id(FIELDS.function)
+            .is_some_and(|callee| {
+                let callee = checker.node_text(callee);
+                callee.ends_with(".append") || callee.ends_with(".extend") || callee.ends_with(".insert")
+            });
+    }
+    let (Some(left), Some(right)) = (
+        node.child_by_field_id(FIELDS.left),
+        node.child_by_field_id(FIELDS.right),
+    ) else {
+        return false;
+    };
+    if kind == KINDS.augmented_assignment {
+        return checker.node_text(left).starts_with("self.");
+    }
+    checker.node_text(left).contains("self.")
+        || left.kind_id() == KINDS.subscript
+        || right.kind_id() == KINDS.subscript
+        || (right.kind_id() == KINDS.call && left.kind_id() != KINDS.identifier)
+        || (right.kind_id() == KINDS.call
+            && right
+                .child_by_field_id(FIELDS.arguments)
+                .is_some_and(|arguments| checker.node_text(arguments).contains(checker.node_text(left))))
 }
 
 /// `self.cache = x`, `self.xs.append(x)`, `self.ema = d * self.ema + (1 - d) * x` in a
@@ -144,7 +174,7 @@ fn check_fed_back_state<'a>(
     ) else {
         return;
     };
-    if right.kind_id() != KINDS.call || forward_call(checker, right).is_none() {
+    if right.kind_id() != KINDS.call {
         return;
     }
     let Some(arguments) = right.child_by_field_id(FIELDS.arguments) else {
@@ -166,6 +196,14 @@ fn check_fed_back_state<'a>(
     };
     let mut targets = Vec::new();
     flatten_targets(left, &mut targets);
+    // Syntax first: some target must go back into the call.
+    let feeds = targets.iter().any(|target| {
+        let name = checker.node_text(*target);
+        argument_texts.iter().any(|argument| argument_feeds(argument, name))
+    });
+    if !feeds || forward_call(checker, right).is_none() {
+        return;
+    }
     for target in targets {
         let name = checker.node_text(target);
         if !argument_texts

@@ -124,6 +124,7 @@ pub enum How {
     Concat,
 }
 
+#[derive(Clone, Copy)]
 pub struct Accumulation<'a> {
     /// The container expression (`total`, `self.history`, `bank`).
     pub container: Node<'a>,
@@ -136,6 +137,20 @@ pub struct Accumulation<'a> {
 /// (augmented assignment, assignment) or call.
 pub fn accumulation<'a>(checker: &Checker<'a>, node: Node<'a>) -> Option<Accumulation<'a>> {
     let kind = node.kind_id();
+    // Text first: most calls and assignments are not accumulations, and asking tree-sitter
+    // for fields costs more than a substring search.
+    let text = checker.node_text(node);
+    let shaped = if kind == KINDS.call {
+        text.contains(".append") || text.contains(".extend") || text.contains(".insert")
+    } else if kind == KINDS.augmented_assignment {
+        text.contains("+=") || text.contains("-=")
+    } else {
+        text.contains('+') || text.contains('-') || text.contains("cat") || text.contains("stack")
+            || text.contains('[')
+    };
+    if !shaped {
+        return None;
+    }
     if kind == KINDS.augmented_assignment {
         let operator = node
             .child_by_field_id(FIELDS.operator)

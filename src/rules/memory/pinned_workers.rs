@@ -33,6 +33,14 @@ impl Check for PinnedWorkers {
         let Some(callee) = call.child_by_field_id(FIELDS.function) else {
             return;
         };
+        // Pinning has to be asked for: `pin_memory=...`, or a `**kwargs` that may hold it.
+        let passes_pinning = call.child_by_field_id(FIELDS.arguments).is_some_and(|arguments| {
+            let text = checker.node_text(arguments);
+            text.contains("pin_memory") || text.contains("**")
+        });
+        if !passes_pinning {
+            return;
+        }
         let Some(name) = checker.qualified_name(callee) else {
             return;
         };

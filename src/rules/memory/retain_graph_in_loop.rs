@@ -30,6 +30,9 @@ impl Check for RetainGraphInLoop {
         let Some(callee) = call.child_by_field_id(FIELDS.function) else {
             return;
         };
+        if !checker.node_text(callee).ends_with("backward") {
+            return;
+        }
         let is_backward = callee.kind_id() == KINDS.attribute
             && callee
                 .child_by_field_id(FIELDS.attribute)

@@ -45,11 +45,12 @@ impl TensorAccumulated {
         checker: &Checker<'_>,
         out: &mut Vec<Diagnostic>,
     ) {
-        if in_module_forward(checker) {
+        let found = accumulation(checker, node);
+        if (found.is_none() && node.kind_id() != KINDS.call) || in_module_forward(checker) {
             // State kept on a module during forward is TL103's.
             return;
         }
-        if let Some(found) = accumulation(checker, node) {
+        if let Some(found) = found {
             check_accumulation(
                 rule,
                 node,
@@ -76,6 +77,11 @@ fn check_accumulation<'a>(
     checker: &Checker<'a>,
     out: &mut Vec<Diagnostic>,
 ) {
+    // Outside loops only `self.x` containers of per-batch functions can accumulate; ask that
+    // before any value facts.
+    if checker.enclosing_loops().is_empty() && container.kind_id() != KINDS.attribute {
+        return;
+    }
     let analysis = &checker.analysis;
     let facts = analysis.facts(value);
     if facts.graph != Tri::Yes && !backpropagated_in_loop(checker, value) {
@@ -156,6 +162,19 @@ fn check_helper_call<'a>(
     else {
         return;
     };
+    // Only methods of this file's classes can be followed; ask that before any value facts.
+    let stores = |helper: &Node<'_>| {
+        let body = checker.node_text(*helper);
+        body.contains("self.") && (body.contains("+=") || body.contains(".append("))
+    };
+    if !checker.model.classes.iter().any(|class| {
+        class
+            .methods
+            .iter()
+            .any(|(name, helper)| *name == method && stores(helper))
+    }) {
+        return;
+    }
     let Some(arguments) = call.child_by_field_id(FIELDS.arguments) else {
         return;
     };
