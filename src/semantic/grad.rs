@@ -134,7 +134,8 @@ impl GradInfo {
             .map(|(_, node)| framework_no_grad_hook(analysis, *node))
             .collect();
         for ((id, calls), hook) in sites.iter().zip(&hooks) {
-            info.disabled_by_callers.insert(*id, *hook || !calls.is_empty());
+            info.disabled_by_callers
+                .insert(*id, *hook || !calls.is_empty());
         }
         loop {
             let mut changed = false;

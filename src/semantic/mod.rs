@@ -45,6 +45,8 @@ pub struct SemanticModel<'a> {
     /// Decorated functions and classes: definition node id → the `decorated_definition`
     /// (asking a node for its parent walks down from the root).
     pub decorated: HashMap<usize, Node<'a>>,
+    /// The expressions each function returns, by function node id.
+    returns: HashMap<usize, Vec<Node<'a>>>,
 }
 
 /// `obj.attr = value` or `obj.attr += value` (or `obj.attr` as the `index`th target of a tuple
@@ -151,6 +153,11 @@ impl<'a> SemanticModel<'a> {
             .copied()
     }
 
+    /// The expressions a function returns (not those of functions nested in it).
+    pub fn returns_of(&self, function: Node<'_>) -> &[Node<'a>] {
+        self.returns.get(&function.id()).map_or(&[], Vec::as_slice)
+    }
+
     pub fn function_facts_by_id(&self, id: usize) -> Option<&FunctionFacts> {
         self.functions.get(&id)
     }
@@ -202,6 +209,7 @@ struct Builder<'a> {
     calls_by_name: HashMap<&'a str, Vec<Node<'a>>>,
     classes: Vec<ClassInfo<'a>>,
     decorated: HashMap<usize, Node<'a>>,
+    returns: HashMap<usize, Vec<Node<'a>>>,
     /// Indices into `classes` of the classes the walk is inside.
     class_stack: Vec<usize>,
 }
@@ -228,6 +236,7 @@ enum Action {
     Global,
     String,
     Decorated,
+    Return,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -295,6 +304,12 @@ static KIND_TABLE: LazyLock<Vec<KindInfo>> = LazyLock::new(|| {
     set(k.named_expression, Action::NamedExpression, true, false);
     set(k.global_statement, Action::Global, false, false);
     set(k.decorated_definition, Action::Decorated, true, false);
+    set(
+        language.id_for_node_kind("return_statement", true),
+        Action::Return,
+        true,
+        false,
+    );
     set(k.with_statement, Action::Nothing, true, true);
     set(k.if_statement, Action::Nothing, true, true);
     set(k.string, Action::String, false, false);
@@ -364,6 +379,7 @@ impl<'a> Builder<'a> {
             calls_by_name: HashMap::default(),
             classes: Vec::new(),
             decorated: HashMap::default(),
+            returns: HashMap::default(),
             class_stack: Vec::new(),
         }
     }
@@ -413,6 +429,7 @@ impl<'a> Builder<'a> {
             calls_by_name: self.calls_by_name,
             classes: self.classes,
             decorated: self.decorated,
+            returns: self.returns,
         }
     }
 
@@ -568,6 +585,12 @@ impl<'a> Builder<'a> {
                     node.child_by_field_id(FIELDS.value),
                 ) {
                     self.bind_targets(name, node.end_byte(), Site::Value { value, index: None });
+                }
+            }
+            Action::Return => {
+                let scope = self.scopes.get(self.scope());
+                if let (Some(function), Some(value)) = (scope.node, node.named_child(0)) {
+                    self.returns.entry(function.id()).or_default().push(value);
                 }
             }
             Action::Decorated => {

@@ -1545,12 +1545,22 @@ impl<'a> Analysis<'a> {
             depth,
             first_parameter,
             any_argument_graph,
-            arguments: bound.iter().map(|(_, index, facts)| (*index, *facts)).collect(),
+            arguments: bound
+                .iter()
+                .map(|(_, index, facts)| (*index, *facts))
+                .collect(),
         };
         if let Some(cached) = self.calls.borrow().get(&key) {
             return *cached;
         }
-        let result = self.evaluate_returns(function, first_parameter, depth, element, &bound, any_argument_graph);
+        let result = self.evaluate_returns(
+            function,
+            first_parameter,
+            depth,
+            element,
+            &bound,
+            any_argument_graph,
+        );
         self.calls.borrow_mut().insert(key, result);
         result
     }
@@ -1564,12 +1574,12 @@ impl<'a> Analysis<'a> {
         bound: &[(usize, u32, ValueFacts)],
         any_argument_graph: bool,
     ) -> Option<ValueFacts> {
-        let returns = returns_of(function);
+        let returns = self.model.returns_of(function);
         if returns.is_empty() {
             return None;
         }
         let mut result: Option<ValueFacts> = None;
-        for value in returns {
+        for &value in returns {
             let value = match element {
                 Some(index) => element_of(value, index).unwrap_or(value),
                 None => value,
@@ -1632,33 +1642,6 @@ fn element_of(value: Node<'_>, index: u32) -> Option<Node<'_>> {
     } else {
         None
     }
-}
-
-/// The expressions a function returns (not those of nested functions).
-fn returns_of(function: Node<'_>) -> Vec<Node<'_>> {
-    let mut returns = Vec::new();
-    let Some(body) = function.child_by_field_id(FIELDS.body) else {
-        return returns;
-    };
-    let mut stack = vec![body];
-    while let Some(node) = stack.pop() {
-        let kind = node.kind_id();
-        if kind == KINDS.function_definition
-            || kind == KINDS.lambda
-            || kind == KINDS.class_definition
-        {
-            continue;
-        }
-        if node.kind() == "return_statement" {
-            if let Some(value) = node.named_child(0) {
-                returns.push(value);
-            }
-            continue;
-        }
-        let mut cursor = node.walk();
-        stack.extend(node.named_children(&mut cursor));
-    }
-    returns
 }
 
 /// A `forward` parameter that carries activations: required (no default), and not named

@@ -43,8 +43,15 @@ impl Check for Float64Data {
         let last = callee_text.rsplit('.').next().unwrap_or(callee_text);
         let shaped = matches!(
             last,
-            "double" | "to" | "type" | "from_numpy" | "tensor" | "as_tensor" | "asarray"
-                | "set_default_dtype" | "set_default_tensor_type"
+            "double"
+                | "to"
+                | "type"
+                | "from_numpy"
+                | "tensor"
+                | "as_tensor"
+                | "asarray"
+                | "set_default_dtype"
+                | "set_default_tensor_type"
         ) || call
             .child_by_field_id(FIELDS.arguments)
             .is_some_and(|arguments| checker.node_text(arguments).contains("dtype"));

@@ -48,6 +48,13 @@ impl Check for GpuCollection {
             return;
         }
         let loops = carrying_loops(checker, found.container, call);
+        // Flushed every few batches: bounded.
+        if loops
+            .first()
+            .is_some_and(|l| super::reset_in_loop(checker, *l, checker.node_text(found.container)))
+        {
+            return;
+        }
         let evidence = match first_per_batch(checker, &loops) {
             Some((loop_node, why)) => Some((loop_header(checker, loop_node), why)),
             None if loops.is_empty() && found.container.kind_id() == KINDS.attribute => {

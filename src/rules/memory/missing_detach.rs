@@ -72,7 +72,9 @@ fn candidate(checker: &Checker<'_>, node: Node<'_>) -> bool {
             .child_by_field_id(FIELDS.function)
             .is_some_and(|callee| {
                 let callee = checker.node_text(callee);
-                callee.ends_with(".append") || callee.ends_with(".extend") || callee.ends_with(".insert")
+                callee.ends_with(".append")
+                    || callee.ends_with(".extend")
+                    || callee.ends_with(".insert")
             });
     }
     let (Some(left), Some(right)) = (
@@ -91,7 +93,11 @@ fn candidate(checker: &Checker<'_>, node: Node<'_>) -> bool {
         || (right.kind_id() == KINDS.call
             && right
                 .child_by_field_id(FIELDS.arguments)
-                .is_some_and(|arguments| checker.node_text(arguments).contains(checker.node_text(left))))
+                .is_some_and(|arguments| {
+                    checker
+                        .node_text(arguments)
+                        .contains(checker.node_text(left))
+                }))
 }
 
 /// `self.cache = x`, `self.xs.append(x)`, `self.ema = d * self.ema + (1 - d) * x` in a
@@ -199,7 +205,9 @@ fn check_fed_back_state<'a>(
     // Syntax first: some target must go back into the call.
     let feeds = targets.iter().any(|target| {
         let name = checker.node_text(*target);
-        argument_texts.iter().any(|argument| argument_feeds(argument, name))
+        argument_texts
+            .iter()
+            .any(|argument| argument_feeds(argument, name))
     });
     if !feeds || forward_call(checker, right).is_none() {
         return;

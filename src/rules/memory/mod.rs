@@ -145,7 +145,10 @@ pub fn accumulation<'a>(checker: &Checker<'a>, node: Node<'a>) -> Option<Accumul
     } else if kind == KINDS.augmented_assignment {
         text.contains("+=") || text.contains("-=")
     } else {
-        text.contains('+') || text.contains('-') || text.contains("cat") || text.contains("stack")
+        text.contains('+')
+            || text.contains('-')
+            || text.contains("cat")
+            || text.contains("stack")
             || text.contains('[')
     };
     if !shaped {
@@ -450,6 +453,26 @@ pub fn loops_outlived<'a>(
         })
         .collect();
     carried
+}
+
+/// Whether the loop resets the container now and then (`if step % k == 0: running = 0.0`,
+/// `buffer.clear()` after a flush): what it holds is bounded by the reset interval.
+pub fn reset_in_loop(checker: &Checker<'_>, loop_node: Node<'_>, name: &str) -> bool {
+    let Some(body) = loop_node.child_by_field_id(FIELDS.body) else {
+        return false;
+    };
+    let assignment = format!("{name} = ");
+    checker.node_text(body).lines().any(|line| {
+        let line = line.trim();
+        if line == format!("{name}.clear()") || line == format!("del {name}[:]") {
+            return true;
+        }
+        line.strip_prefix(&assignment).is_some_and(|value| {
+            !value
+                .split(|c: char| !c.is_alphanumeric() && c != '_' && c != '.')
+                .any(|word| word == name)
+        })
+    })
 }
 
 /// Whether a loop empties the container on each iteration: `feats.clear()`, `del feats[:]`,

@@ -34,10 +34,12 @@ impl Check for PinnedWorkers {
             return;
         };
         // Pinning has to be asked for: `pin_memory=...`, or a `**kwargs` that may hold it.
-        let passes_pinning = call.child_by_field_id(FIELDS.arguments).is_some_and(|arguments| {
-            let text = checker.node_text(arguments);
-            text.contains("pin_memory") || text.contains("**")
-        });
+        let passes_pinning = call
+            .child_by_field_id(FIELDS.arguments)
+            .is_some_and(|arguments| {
+                let text = checker.node_text(arguments);
+                text.contains("pin_memory") || text.contains("**")
+            });
         if !passes_pinning {
             return;
         }

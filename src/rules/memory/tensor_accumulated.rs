@@ -105,6 +105,13 @@ fn check_accumulation<'a>(
     {
         return;
     }
+    // Reset every few steps (`running_loss = 0` after each optimizer step): bounded.
+    if loops
+        .first()
+        .is_some_and(|l| super::reset_in_loop(checker, *l, checker.node_text(container)))
+    {
+        return;
+    }
     let evidence = match first_per_batch(checker, &loops) {
         Some((loop_node, why)) => Some((loop_header(checker, loop_node), why)),
         None if loops.is_empty() && container.kind_id() == KINDS.attribute => {
