@@ -47,6 +47,9 @@ pub struct SemanticModel<'a> {
     pub decorated: HashMap<usize, Node<'a>>,
     /// The expressions each function returns, by function node id.
     returns: HashMap<usize, Vec<Node<'a>>>,
+    /// The name each call calls, by call node id: `f` of `f(x)`, `m` of `obj.m(x)`. Rules
+    /// ask it first at every call, before any tree lookup.
+    call_names: HashMap<usize, &'a str>,
 }
 
 /// `obj.attr = value` or `obj.attr += value` (or `obj.attr` as the `index`th target of a tuple
@@ -153,6 +156,12 @@ impl<'a> SemanticModel<'a> {
             .copied()
     }
 
+    /// The name a call calls (`f` of `f(x)`, `m` of `obj.m(x)`); `None` for other callees
+    /// (`f(x)(y)`, `fs[0](x)`) and for nodes that are not calls.
+    pub fn call_name(&self, call: Node<'_>) -> Option<&'a str> {
+        self.call_names.get(&call.id()).copied()
+    }
+
     /// The expressions a function returns (not those of functions nested in it).
     pub fn returns_of(&self, function: Node<'_>) -> &[Node<'a>] {
         self.returns.get(&function.id()).map_or(&[], Vec::as_slice)
@@ -210,6 +219,7 @@ struct Builder<'a> {
     classes: Vec<ClassInfo<'a>>,
     decorated: HashMap<usize, Node<'a>>,
     returns: HashMap<usize, Vec<Node<'a>>>,
+    call_names: HashMap<usize, &'a str>,
     /// Indices into `classes` of the classes the walk is inside.
     class_stack: Vec<usize>,
 }
@@ -380,6 +390,7 @@ impl<'a> Builder<'a> {
             classes: Vec::new(),
             decorated: HashMap::default(),
             returns: HashMap::default(),
+            call_names: HashMap::default(),
             class_stack: Vec::new(),
         }
     }
@@ -430,6 +441,7 @@ impl<'a> Builder<'a> {
             classes: self.classes,
             decorated: self.decorated,
             returns: self.returns,
+            call_names: self.call_names,
         }
     }
 
@@ -795,6 +807,7 @@ impl<'a> Builder<'a> {
         } else {
             return;
         };
+        self.call_names.insert(call.id(), name);
         self.calls_by_name.entry(name).or_default().push(call);
     }
 

@@ -129,20 +129,32 @@ fn eval_named(checker: &Checker<'_>, call: Node<'_>) -> bool {
     let Some((_, facts)) = checker.current_function() else {
         return false;
     };
-    let name = facts.name.to_ascii_lowercase();
+    let name = facts.name.as_str();
+    let lower;
+    let name = if name.bytes().any(|b| b.is_ascii_uppercase()) {
+        lower = name.to_ascii_lowercase();
+        lower.as_str()
+    } else {
+        name
+    };
+    let hook = training::is_eval_hook(name);
+    let eval_word = ["evaluat", "validat", "predict", "infer", "eval_", "_eval"]
+        .iter()
+        .any(|word| name.contains(word))
+        || name == "eval"
+        || name == "score"
+        || name.starts_with("score_");
+    if !hook && !eval_word {
+        return false;
+    }
     if super::in_module_method(checker, call) {
-        return training::is_eval_hook(&name)
+        return hook
             && checker
                 .analysis
                 .class_of(call)
                 .is_some_and(|class| modules::bases_are_plain_modules(&checker.analysis, class));
     }
-    ["evaluat", "validat", "predict", "infer", "eval_", "_eval"]
-        .iter()
-        .any(|word| name.contains(word))
-        || name == "eval"
-        || name == "score"
-        || name.starts_with("score_")
+    eval_word
 }
 
 /// Evaluation code that needs gradients (saliency maps, adversarial inputs, test-time

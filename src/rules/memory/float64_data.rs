@@ -34,9 +34,35 @@ impl Check for Float64Data {
         checker: &Checker<'_>,
         out: &mut Vec<Diagnostic>,
     ) {
+        // A cast, a conversion from an array or a default-dtype switch by its recorded name,
+        // or any `torch.*` call (which may take `dtype=`, and whose qualified name the
+        // checker has resolved for this call already).
+        let named = matches!(
+            checker.model.call_name(call),
+            Some(
+                "double"
+                    | "to"
+                    | "type"
+                    | "from_numpy"
+                    | "tensor"
+                    | "as_tensor"
+                    | "asarray"
+                    | "set_default_dtype"
+                    | "set_default_tensor_type"
+            )
+        );
         let Some(callee) = call.child_by_field_id(FIELDS.function) else {
             return;
         };
+        // An aliased import (`from torch import tensor as T`) is found by its qualified name,
+        // which the checker has resolved for this call already.
+        if !named
+            && !checker
+                .qualified_name(callee)
+                .is_some_and(|name| name.starts_with("torch."))
+        {
+            return;
+        }
         // Syntax first: a cast, a conversion from an array, a default-dtype switch, or a
         // `dtype=` keyword.
         let callee_text = checker.node_text(callee);

@@ -37,6 +37,13 @@ impl Check for HookInLoop {
         checker: &Checker<'_>,
         out: &mut Vec<Diagnostic>,
     ) {
+        if !checker
+            .model
+            .call_name(call)
+            .is_some_and(|name| REGISTER.contains(&name))
+        {
+            return;
+        }
         let Some(callee) = call.child_by_field_id(FIELDS.function) else {
             return;
         };

@@ -68,14 +68,7 @@ impl MissingDetach {
 fn candidate(checker: &Checker<'_>, node: Node<'_>) -> bool {
     let kind = node.kind_id();
     if kind == KINDS.call {
-        return node
-            .child_by_field_id(FIELDS.function)
-            .is_some_and(|callee| {
-                let callee = checker.node_text(callee);
-                callee.ends_with(".append")
-                    || callee.ends_with(".extend")
-                    || callee.ends_with(".insert")
-            });
+        return matches!(checker.model.call_name(node), Some("append" | "extend" | "insert"));
     }
     let (Some(left), Some(right)) = (
         node.child_by_field_id(FIELDS.left),

@@ -137,11 +137,11 @@ pub struct Accumulation<'a> {
 /// (augmented assignment, assignment) or call.
 pub fn accumulation<'a>(checker: &Checker<'a>, node: Node<'a>) -> Option<Accumulation<'a>> {
     let kind = node.kind_id();
-    // Text first: most calls and assignments are not accumulations, and asking tree-sitter
-    // for fields costs more than a substring search.
+    // The shape first, from what the semantic model recorded or from the text: most calls
+    // and assignments are not accumulations, and tree-sitter field lookups cost more.
     let text = checker.node_text(node);
     let shaped = if kind == KINDS.call {
-        text.contains(".append") || text.contains(".extend") || text.contains(".insert")
+        matches!(checker.model.call_name(node), Some("append" | "extend" | "insert"))
     } else if kind == KINDS.augmented_assignment {
         text.contains("+=") || text.contains("-=")
     } else {

@@ -30,6 +30,11 @@ impl Check for PinnedWorkers {
         checker: &Checker<'_>,
         out: &mut Vec<Diagnostic>,
     ) {
+        // Pinning has to be asked for: `pin_memory=...`, or a `**kwargs` that may hold it.
+        let text = checker.node_text(call);
+        if !text.contains("pin_memory") && !text.contains("**") {
+            return;
+        }
         let Some(callee) = call.child_by_field_id(FIELDS.function) else {
             return;
         };

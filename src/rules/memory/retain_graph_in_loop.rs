@@ -30,6 +30,13 @@ impl Check for RetainGraphInLoop {
         let Some(callee) = call.child_by_field_id(FIELDS.function) else {
             return;
         };
+        // `x.backward(...)`, or `torch.autograd.backward` under any alias (the checker has
+        // this call's qualified name resolved already).
+        if checker.model.call_name(call) != Some("backward")
+            && checker.qualified_name(callee).as_deref() != Some("torch.autograd.backward")
+        {
+            return;
+        }
         if !checker.node_text(callee).ends_with("backward") {
             return;
         }

@@ -33,6 +33,10 @@ impl Check for EmptyCacheInLoop {
         checker: &Checker<'_>,
         out: &mut Vec<Diagnostic>,
     ) {
+        let extra = checker
+            .option(rule, "extra-functions")
+            .and_then(|value| value.as_array().cloned())
+            .unwrap_or_default();
         let Some(callee) = call.child_by_field_id(FIELDS.function) else {
             return;
         };
@@ -40,10 +44,7 @@ impl Check for EmptyCacheInLoop {
             return;
         };
         let listed = EMPTY_CACHE.contains(&name.as_str())
-            || checker
-                .option(rule, "extra-functions")
-                .and_then(|value| value.as_array().cloned())
-                .is_some_and(|extra| extra.iter().any(|f| f.as_str() == Some(&name)));
+            || extra.iter().any(|f| f.as_str() == Some(&name));
         // In an `except` block it is OOM recovery, which is what the call is for.
         if !listed || checker.in_except_handler() {
             return;
