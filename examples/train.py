@@ -36,6 +36,15 @@ def build_model(features=32, classes=4):
     return nn.Sequential(nn.Linear(features, 128), nn.ReLU(), nn.Linear(128, classes))
 
 
+def validate(model, loader, device):
+    model.eval()
+    predictions, labels = [], []
+    for x, y in loader:
+        predictions.append(model(x.to(device)).argmax(dim=1))
+        labels.append(y)
+    return (torch.cat(predictions).cpu() == torch.cat(labels)).float().mean().item()
+
+
 def main():
     args = parse_args()
     logging.basicConfig(level=logging.INFO)
@@ -48,7 +57,14 @@ def main():
     if args.resume and os.path.exists(args.resume):
         model.load_state_dict(torch.load(args.resume))
 
-    loader = DataLoader(make_data(), batch_size=args.batch_size, shuffle=True)
+    loader = DataLoader(
+        make_data(),
+        batch_size=args.batch_size,
+        shuffle=True,
+        num_workers=os.cpu_count(),
+        pin_memory=True,
+    )
+    val_loader = DataLoader(make_data(n=512), batch_size=256)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 
     for epoch in range(args.epochs):
@@ -60,11 +76,12 @@ def main():
             opt.zero_grad()
             loss.backward()
             opt.step()
-            running += loss.item()
+            running += loss
             if step % 10 == 0:
                 # "frees memory" -- it does not, and it slows every step down
                 torch.cuda.empty_cache()
         logger.info("epoch %d loss %.4f", epoch, running / len(loader))
+        logger.info("epoch %d accuracy %.3f", epoch, validate(model, val_loader, device))
 
     torch.save(model.state_dict(), args.out)
 

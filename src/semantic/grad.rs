@@ -306,9 +306,8 @@ fn statement_switch(analysis: &Analysis<'_>, call: Node<'_>) -> Option<(TextRang
 
 /// The statement holding `call` when it is a bare `set_grad_enabled(...)` statement.
 fn grad_switch_statement<'a>(analysis: &Analysis<'_>, call: Node<'a>) -> Option<Node<'a>> {
-    // The callee's text first: `parent()` walks down from the root.
-    let callee = call.child_by_field_id(FIELDS.function)?;
-    if !analysis.text(callee).ends_with("set_grad_enabled") {
+    // The recorded call name first: field lookups and `parent()` cost more.
+    if analysis.model.call_name(call) != Some("set_grad_enabled") {
         return None;
     }
     let statement = call.parent()?;

@@ -472,10 +472,11 @@ impl<'a> Builder<'a> {
             Action::Nothing => {}
             Action::Comment => self.comments.push(node.byte_range()),
             Action::Call => {
-                if let Some(call) = training::training_step_call(node, self.source) {
+                if let Some((function, name)) = self.record_call(node)
+                    && let Some(call) = training::training_step_method(function, name, self.source)
+                {
                     self.mark_training(call);
                 }
-                self.record_call(node);
             }
             Action::Import => self.bind_import(node),
             Action::ImportFrom => self.bind_import_from(node),
@@ -776,18 +777,15 @@ impl<'a> Builder<'a> {
             .bind(scope, name, Binding { kind, offset, site });
     }
 
-    /// Records what a call calls (for call-site analysis) and `x.eval()` / `x.train()`.
-    fn record_call(&mut self, call: Node<'a>) {
-        let Some(function) = call.child_by_field_id(FIELDS.function) else {
-            return;
-        };
+    /// Records what a call calls (for call-site analysis) and `x.eval()` / `x.train()`;
+    /// returns the callee and the name it calls.
+    fn record_call(&mut self, call: Node<'a>) -> Option<(Node<'a>, &'a str)> {
+        let function = call.child_by_field_id(FIELDS.function)?;
         let kind = function.kind_id();
         let name = if kind == KINDS.identifier {
             text(function, self.source)
         } else if kind == KINDS.attribute {
-            let Some(attribute) = function.child_by_field_id(FIELDS.attribute) else {
-                return;
-            };
+            let attribute = function.child_by_field_id(FIELDS.attribute)?;
             let name = text(attribute, self.source);
             if name == "eval" || name == "train" {
                 let eval = name == "eval"
@@ -805,10 +803,11 @@ impl<'a> Builder<'a> {
             }
             name
         } else {
-            return;
+            return None;
         };
         self.call_names.insert(call.id(), name);
         self.calls_by_name.entry(name).or_default().push(call);
+        Some((function, name))
     }
 
     fn record_attribute_assignment(

@@ -9,15 +9,13 @@ use tree_sitter::Node;
 use crate::parse::{FIELDS, KINDS, text};
 use crate::source::TextRange;
 
-/// If `call` is a training-step call — `x.backward()`, `accelerator.backward(loss)`,
-/// `self.manual_backward(loss)`, `optimizer.step()`, `scaler.step(opt)` — the range of its
-/// callee, for labels.
-pub fn training_step_call(call: Node<'_>, source: &str) -> Option<TextRange> {
-    let function = call.child_by_field_id(FIELDS.function)?;
+/// If a call of `method` through the callee `function` is a training-step call —
+/// `x.backward()`, `accelerator.backward(loss)`, `self.manual_backward(loss)`,
+/// `optimizer.step()`, `scaler.step(opt)` — the range of its callee, for labels.
+pub fn training_step_method(function: Node<'_>, method: &str, source: &str) -> Option<TextRange> {
     if function.kind_id() != KINDS.attribute {
         return None;
     }
-    let method = text(function.child_by_field_id(FIELDS.attribute)?, source);
     let is_step = match method {
         "backward" | "manual_backward" => true,
         "step" => function

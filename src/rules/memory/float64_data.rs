@@ -57,9 +57,11 @@ impl Check for Float64Data {
         // An aliased import (`from torch import tensor as T`) is found by its qualified name,
         // which the checker has resolved for this call already.
         if !named
-            && !checker
-                .qualified_name(callee)
-                .is_some_and(|name| name.starts_with("torch."))
+            && !checker.qualified_name(callee).is_some_and(|name| {
+                FROM_ARRAYS.contains(&name.as_str())
+                    || DEFAULT_DTYPE.contains(&name.as_str())
+                    || (name.starts_with("torch.") && checker.node_text(call).contains("dtype"))
+            })
         {
             return;
         }

@@ -70,27 +70,35 @@ fn candidate(checker: &Checker<'_>, node: Node<'_>) -> bool {
     if kind == KINDS.call {
         return matches!(checker.model.call_name(node), Some("append" | "extend" | "insert"));
     }
-    let (Some(left), Some(right)) = (
-        node.child_by_field_id(FIELDS.left),
-        node.child_by_field_id(FIELDS.right),
-    ) else {
+    // From the text of the first line: tree-sitter field lookups at every assignment cost
+    // more than the checks below.
+    let text = checker.node_text(node);
+    let line = text.lines().next().unwrap_or(text);
+    let Some((left, right)) = line.split_once('=') else {
         return false;
     };
     if kind == KINDS.augmented_assignment {
-        return checker.node_text(left).starts_with("self.");
+        return left.trim_start().starts_with("self.");
     }
-    checker.node_text(left).contains("self.")
-        || left.kind_id() == KINDS.subscript
-        || right.kind_id() == KINDS.subscript
-        || (right.kind_id() == KINDS.call && left.kind_id() != KINDS.identifier)
-        || (right.kind_id() == KINDS.call
-            && right
-                .child_by_field_id(FIELDS.arguments)
-                .is_some_and(|arguments| {
-                    checker
-                        .node_text(arguments)
-                        .contains(checker.node_text(left))
-                }))
+    let left = left.trim();
+    // `self.x = ...`, `bank[i] = ...`, `queue = ...[:n]`, `out, h = ...`, or a name that goes
+    // back into the call on the right (`h = rnn(x, h)`).
+    left.contains("self.")
+        || left.contains('[')
+        || left.contains(',')
+        || right.contains('[')
+        || mentions_word(&text[text.find('=').map_or(0, |i| i + 1)..], left)
+}
+
+/// Whether `word` occurs in `text` as a whole identifier.
+fn mentions_word(text: &str, word: &str) -> bool {
+    if word.is_empty() {
+        return false;
+    }
+    let is_ident = |c: char| c.is_alphanumeric() || c == '_';
+    text.match_indices(word).any(|(at, _)| {
+        !text[..at].ends_with(is_ident) && !text[at + word.len()..].starts_with(is_ident)
+    })
 }
 
 /// `self.cache = x`, `self.xs.append(x)`, `self.ema = d * self.ema + (1 - d) * x` in a

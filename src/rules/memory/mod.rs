@@ -139,7 +139,9 @@ pub fn accumulation<'a>(checker: &Checker<'a>, node: Node<'a>) -> Option<Accumul
     let kind = node.kind_id();
     // The shape first, from what the semantic model recorded or from the text: most calls
     // and assignments are not accumulations, and tree-sitter field lookups cost more.
-    let text = checker.node_text(node);
+    // The first line is enough for the shapes below, and keeps long literals from being
+    // scanned again for every statement.
+    let text = first_line(checker.node_text(node));
     let shaped = if kind == KINDS.call {
         matches!(checker.model.call_name(node), Some("append" | "extend" | "insert"))
     } else if kind == KINDS.augmented_assignment {
