@@ -64,6 +64,14 @@ pub struct Checker<'a> {
     /// The last node resolved and its qualified name: the rules at one call node all ask
     /// about the same callee.
     resolved: std::cell::RefCell<Option<(usize, Option<String>)>>,
+    /// Per-function answers the rules ask at every call inside it, by function node id.
+    pub(crate) function_memo:
+        std::cell::RefCell<rustc_hash::FxHashMap<(usize, &'static str), bool>>,
+    /// The last statement asked whether it has the shape of an accumulation, and the answer
+    /// (several memory rules ask at each statement).
+    pub(crate) accumulation_shape: std::cell::Cell<Option<(usize, bool)>>,
+    /// Names of this file's methods that add something to `self` (`self.sum += val`).
+    pub(crate) storing_methods: std::cell::OnceCell<rustc_hash::FxHashSet<String>>,
 }
 
 /// Runs every enabled rule over one parsed file in a single walk.
@@ -83,6 +91,9 @@ pub fn check<'a>(
         frames: Vec::new(),
         scopes: vec![0],
         resolved: std::cell::RefCell::new(None),
+        function_memo: std::cell::RefCell::new(rustc_hash::FxHashMap::default()),
+        storing_methods: std::cell::OnceCell::new(),
+        accumulation_shape: std::cell::Cell::new(None),
     };
     let mut diagnostics = Vec::new();
     let mut failed: Vec<InternalError> = Vec::new();
@@ -192,6 +203,20 @@ impl<'a> Checker<'a> {
 
     pub fn node_text(&self, node: Node<'_>) -> &'a str {
         text(node, self.source.text())
+    }
+
+    /// A fact about the current function, computed once per function and question.
+    pub fn function_memo(&self, question: &'static str, compute: impl FnOnce() -> bool) -> bool {
+        let Some((function, _)) = self.current_function() else {
+            return compute();
+        };
+        let key = (function.id(), question);
+        if let Some(answer) = self.function_memo.borrow().get(&key) {
+            return *answer;
+        }
+        let answer = compute();
+        self.function_memo.borrow_mut().insert(key, answer);
+        answer
     }
 
     /// The qualified name an expression refers to at the current point of the walk.

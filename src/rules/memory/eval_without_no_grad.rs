@@ -138,12 +138,14 @@ fn eval_named(checker: &Checker<'_>, call: Node<'_>) -> bool {
         name
     };
     let hook = training::is_eval_hook(name);
-    let eval_word = ["evaluat", "validat", "predict", "infer", "eval_", "_eval"]
-        .iter()
-        .any(|word| name.contains(word))
-        || name == "eval"
-        || name == "score"
-        || name.starts_with("score_");
+    let eval_word = checker.function_memo("eval-named", || {
+        ["evaluat", "validat", "predict", "infer", "eval_", "_eval"]
+            .iter()
+            .any(|word| name.contains(word))
+            || name == "eval"
+            || name == "score"
+            || name.starts_with("score_")
+    });
     if !hook && !eval_word {
         return false;
     }

@@ -68,7 +68,10 @@ impl MissingDetach {
 fn candidate(checker: &Checker<'_>, node: Node<'_>) -> bool {
     let kind = node.kind_id();
     if kind == KINDS.call {
-        return matches!(checker.model.call_name(node), Some("append" | "extend" | "insert"));
+        return matches!(
+            checker.model.call_name(node),
+            Some("append" | "extend" | "insert")
+        );
     }
     // From the text of the first line: tree-sitter field lookups at every assignment cost
     // more than the checks below.

@@ -137,21 +137,13 @@ pub struct Accumulation<'a> {
 /// (augmented assignment, assignment) or call.
 pub fn accumulation<'a>(checker: &Checker<'a>, node: Node<'a>) -> Option<Accumulation<'a>> {
     let kind = node.kind_id();
-    // The shape first, from what the semantic model recorded or from the text: most calls
-    // and assignments are not accumulations, and tree-sitter field lookups cost more.
-    // The first line is enough for the shapes below, and keeps long literals from being
-    // scanned again for every statement.
-    let text = first_line(checker.node_text(node));
-    let shaped = if kind == KINDS.call {
-        matches!(checker.model.call_name(node), Some("append" | "extend" | "insert"))
-    } else if kind == KINDS.augmented_assignment {
-        text.contains("+=") || text.contains("-=")
-    } else {
-        text.contains('+')
-            || text.contains('-')
-            || text.contains("cat")
-            || text.contains("stack")
-            || text.contains('[')
+    let shaped = match checker.accumulation_shape.get() {
+        Some((id, shaped)) if id == node.id() => shaped,
+        _ => {
+            let shaped = accumulation_shaped(checker, node, kind);
+            checker.accumulation_shape.set(Some((node.id(), shaped)));
+            shaped
+        }
     };
     if !shaped {
         return None;
@@ -256,6 +248,29 @@ pub fn accumulation<'a>(checker: &Checker<'a>, node: Node<'a>) -> Option<Accumul
         });
     }
     None
+}
+
+/// Whether a statement can be an accumulation at all, from the recorded call name or the
+/// text of its first line (which keeps long literals from being scanned for every statement).
+fn accumulation_shaped(checker: &Checker<'_>, node: Node<'_>, kind: u16) -> bool {
+    // The first line is enough for the shapes below, and keeps long literals from being
+    // scanned again for every statement.
+    if kind == KINDS.call {
+        return matches!(
+            checker.model.call_name(node),
+            Some("append" | "extend" | "insert")
+        );
+    }
+    let text = first_line(checker.node_text(node));
+    if kind == KINDS.augmented_assignment {
+        text.contains("+=") || text.contains("-=")
+    } else {
+        text.contains('+')
+            || text.contains('-')
+            || text.contains("cat")
+            || text.contains("stack")
+            || text.contains('[')
+    }
 }
 
 /// `acc = torch.cat([acc, v])` (or `[v, acc]`, `torch.stack`, `torch.vstack`): the items

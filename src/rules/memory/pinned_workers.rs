@@ -30,14 +30,18 @@ impl Check for PinnedWorkers {
         checker: &Checker<'_>,
         out: &mut Vec<Diagnostic>,
     ) {
-        // Pinning has to be asked for: `pin_memory=...`, or a `**kwargs` that may hold it.
-        let text = checker.node_text(call);
-        if !text.contains("pin_memory") && !text.contains("**") {
-            return;
-        }
         let Some(callee) = call.child_by_field_id(FIELDS.function) else {
             return;
         };
+        // `DataLoader` by its recorded call name, or under an alias by its qualified name
+        // (which the checker resolves once per call for every rule).
+        if checker.model.call_name(call) != Some("DataLoader")
+            && !checker
+                .qualified_name(callee)
+                .is_some_and(|name| name.ends_with(".DataLoader"))
+        {
+            return;
+        }
         // Pinning has to be asked for: `pin_memory=...`, or a `**kwargs` that may hold it.
         let passes_pinning = call
             .child_by_field_id(FIELDS.arguments)

@@ -170,16 +170,20 @@ fn check_helper_call<'a>(
         return;
     };
     // Only methods of this file's classes can be followed; ask that before any value facts.
-    let stores = |helper: &Node<'_>| {
-        let body = checker.node_text(*helper);
-        body.contains("self.") && (body.contains("+=") || body.contains(".append("))
-    };
-    if !checker.model.classes.iter().any(|class| {
-        class
-            .methods
+    let storing = checker.storing_methods.get_or_init(|| {
+        checker
+            .model
+            .classes
             .iter()
-            .any(|(name, helper)| *name == method && stores(helper))
-    }) {
+            .flat_map(|class| class.methods.iter())
+            .filter(|(_, helper)| {
+                let body = checker.node_text(*helper);
+                body.contains("self.") && (body.contains("+=") || body.contains(".append("))
+            })
+            .map(|(name, _)| (*name).to_owned())
+            .collect()
+    });
+    if !storing.contains(method) {
         return;
     }
     let Some(arguments) = call.child_by_field_id(FIELDS.arguments) else {

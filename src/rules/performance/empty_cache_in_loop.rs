@@ -43,8 +43,8 @@ impl Check for EmptyCacheInLoop {
         let Some(name) = checker.qualified_name(callee) else {
             return;
         };
-        let listed = EMPTY_CACHE.contains(&name.as_str())
-            || extra.iter().any(|f| f.as_str() == Some(&name));
+        let listed =
+            EMPTY_CACHE.contains(&name.as_str()) || extra.iter().any(|f| f.as_str() == Some(&name));
         // In an `except` block it is OOM recovery, which is what the call is for.
         if !listed || checker.in_except_handler() {
             return;
