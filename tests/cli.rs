@@ -474,6 +474,28 @@ fn user_rule_packs_add_declarative_rules() {
 }
 
 #[test]
+fn user_rules_on_expression_kinds_see_nested_expressions() {
+    // The walk skips call-free expressions when no rule starts inside one; a user rule on
+    // `subscript` must turn that off and see `a.b[0]` deep inside `x.y + a.b[0].c * 2`.
+    let project = Project::new();
+    let rule = PACK_RULE
+        .replace("(call function: (_) @callee) @call", "(subscript) @item")
+        .replace(
+            "require = [\n  { resolves = \"callee\", to = [\"torch.cuda.synchronize\"] },\n  { inside = \"training-loop\" },\n]\n",
+            "",
+        )
+        .replace("`{callee}()` in the training loop waits for the GPU every step", "subscript");
+    project.write("tools/lint-rules/no-cuda-sync.md", &rule);
+    project.write(
+        "pyproject.toml",
+        "[tool.torchlint]\nextend-rule-packs = [\"tools/lint-rules\"]\nselect = [\"ACME\"]\n",
+    );
+    project.write("train.py", "z = x.y + a.b[0].c * 2\n");
+    let run = concise(&project, &[]);
+    assert_eq!(run.findings(), ["train.py:1:11: ACME001"], "{}", run.stderr);
+}
+
+#[test]
 fn invalid_user_rules_are_reported_with_file_and_line() {
     let project = Project::new();
     project.write(

@@ -256,6 +256,13 @@ fn framework_no_grad_hook(analysis: &Analysis<'_>, function: Node<'_>) -> bool {
     let Some(class) = facts.class else {
         return false;
     };
+    // The name first: resolving the class's bases costs more.
+    if !NO_GRAD_HOOKS
+        .iter()
+        .any(|(_, hooks)| hooks.contains(&facts.name.as_str()))
+    {
+        return false;
+    }
     let class = &analysis.model.classes[class];
     class.bases.iter().any(|base| {
         let name = analysis.qualified_name(*base).unwrap_or_default();

@@ -260,6 +260,10 @@ struct KindInfo {
     /// Whether to skip the children when they are all leaves (`a.b`, `f(x, 1)`, `x[0]`):
     /// leaves bind nothing and start no rule, and skipping them saves a third of the walk.
     prune_leaves: bool,
+    /// Whether to skip an expression whose text cannot hold a call, a comment, a lambda, a
+    /// walrus or a comprehension (`a.b[c].d + e * 2`): nothing below it binds a name or is
+    /// recorded, so walking it only costs. Turned off when a rule starts at an expression kind.
+    prune_call_free: bool,
 }
 
 /// The per-kind table without the rule kinds (those are added per configuration).
@@ -273,6 +277,7 @@ static KIND_TABLE: LazyLock<Vec<KindInfo>> = LazyLock::new(|| {
             descend: language.node_kind_is_named(id as u16),
             skeleton: false,
             prune_leaves: false,
+            prune_call_free: false,
         })
         .collect();
     let k = &*KINDS;
@@ -282,6 +287,7 @@ static KIND_TABLE: LazyLock<Vec<KindInfo>> = LazyLock::new(|| {
             descend,
             skeleton,
             prune_leaves: false,
+            prune_call_free: false,
         };
     };
     set(k.comment, Action::Comment, false, false);
@@ -357,17 +363,56 @@ static KIND_TABLE: LazyLock<Vec<KindInfo>> = LazyLock::new(|| {
         let id = language.id_for_node_kind(name, true);
         assert_ne!(id, 0, "tree-sitter-python has no node kind `{name}`");
         table[id as usize].prune_leaves = true;
+        table[id as usize].prune_call_free = !name.ends_with("_statement") && name != "decorator";
     }
     table
 });
+
+/// Whether an expression's text may hold a call, comment, lambda, walrus or comprehension.
+fn may_hold_code(text: &[u8]) -> bool {
+    memchr::memchr3(b'(', b'#', b':', text).is_some()
+        || memchr::memmem::find(text, b"for").is_some()
+}
+
+/// Whether a rule starting at this node kind could start inside a call-free expression.
+fn starts_inside_expressions(name: &str) -> bool {
+    !(matches!(
+        name,
+        "call"
+            | "assignment"
+            | "augmented_assignment"
+            | "lambda"
+            | "named_expression"
+            | "block"
+            | "module"
+    ) || name.ends_with("_statement")
+        || name.ends_with("_definition")
+        || name.ends_with("_clause")
+        || name.ends_with("_comprehension")
+        || name == "generator_expression")
+}
 
 impl<'a> Builder<'a> {
     fn new(source: &'a str, has_errors: bool, rule_kinds: &[bool]) -> Self {
         let mut scopes = Scopes::default();
         let module = scopes.push(ScopeKind::Module, None, 0..source.len() + 1, None);
         let mut kinds = KIND_TABLE.clone();
-        for (info, &rule_starts_here) in kinds.iter_mut().zip(rule_kinds) {
+        let language = crate::parse::python();
+        let mut prune_call_free = true;
+        for (id, (info, &rule_starts_here)) in kinds.iter_mut().zip(rule_kinds).enumerate() {
             info.skeleton |= rule_starts_here;
+            if rule_starts_here
+                && language
+                    .node_kind_for_id(id as u16)
+                    .is_some_and(starts_inside_expressions)
+            {
+                prune_call_free = false;
+            }
+        }
+        if !prune_call_free {
+            for info in &mut kinds {
+                info.prune_call_free = false;
+            }
         }
         Builder {
             source,
@@ -634,6 +679,11 @@ impl<'a> Builder<'a> {
             && memchr::memchr(b'#', &self.source.as_bytes()[node.byte_range()]).is_none()
         {
             // All children are leaves and none is a comment.
+            descend = false;
+        } else if info.prune_call_free
+            && descend
+            && !may_hold_code(&self.source.as_bytes()[node.byte_range()])
+        {
             descend = false;
         }
         if info.skeleton {

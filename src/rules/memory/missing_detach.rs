@@ -43,15 +43,21 @@ impl MissingDetach {
         checker: &Checker<'_>,
         out: &mut Vec<Diagnostic>,
     ) {
-        if !candidate(checker, node) || !checker.grad_mode(node).may_record() {
+        if !candidate(checker, node) {
             return;
         }
-        if in_module_forward(checker) {
-            check_forward_state(rule, node, checker, out);
-            return;
-        }
+        // Where the statement is decides what to look for; grad mode is asked last (it is
+        // the costlier fact).
+        let forward = in_module_forward(checker);
         // A model's own code passes activations from layer to layer within one forward.
-        if super::in_module_method(checker, node) {
+        if !forward && super::in_module_method(checker, node) {
+            return;
+        }
+        if !checker.grad_mode(node).may_record() {
+            return;
+        }
+        if forward {
+            check_forward_state(rule, node, checker, out);
             return;
         }
         if node.kind_id() == KINDS.assignment {
@@ -90,7 +96,11 @@ fn candidate(checker: &Checker<'_>, node: Node<'_>) -> bool {
         || left.contains('[')
         || left.contains(',')
         || right.contains('[')
-        || mentions_word(&text[text.find('=').map_or(0, |i| i + 1)..], left)
+        || mentions_word(right, left)
+        // A call spread over lines: the arguments after the first line.
+        || (text.len() > line.len()
+            && line.trim_end().ends_with(['(', ','])
+            && mentions_word(&text[line.len()..], left))
 }
 
 /// Whether `word` occurs in `text` as a whole identifier.
