@@ -12,6 +12,7 @@ pub mod discovery;
 pub mod error;
 pub mod linter;
 pub mod parse;
+pub mod probe;
 pub mod project;
 pub mod render;
 pub mod rules;

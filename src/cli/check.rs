@@ -337,7 +337,7 @@ fn write_statistics(
 }
 
 /// Writes the output to stdout, or to a file.
-fn emit(bytes: &[u8], file: Option<&Path>) -> io::Result<()> {
+pub(super) fn emit(bytes: &[u8], file: Option<&Path>) -> io::Result<()> {
     match file {
         None => {
             let mut stdout = io::stdout().lock();
@@ -357,7 +357,7 @@ fn emit(bytes: &[u8], file: Option<&Path>) -> io::Result<()> {
 /// which is renamed over it only when complete, so a failed run never leaves half a report.
 /// The report keeps the old file's permissions (a new one gets the umask's), and a symlink
 /// keeps pointing at the updated report.
-fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+pub(super) fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let target = resolve_symlinks(path)?;
     if target.is_dir() {
         return Err(io::Error::new(

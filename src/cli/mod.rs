@@ -2,6 +2,7 @@
 //! Exit codes follow Ruff: 0 no findings, 1 findings, 2 usage, config, IO or internal error.
 
 mod check;
+mod probe;
 mod rule;
 
 use std::io::IsTerminal;
@@ -33,6 +34,8 @@ enum Command {
     Check(CheckArgs),
     /// Print the documentation of a rule, or of every rule.
     Rule(RuleArgs),
+    /// Run a training script on the GPU and confirm which findings really cost memory.
+    Probe(probe::ProbeArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -110,6 +113,7 @@ pub fn main() -> ExitCode {
         Some(Command::Check(args)) => check::run(args),
         None => check::run(cli.check),
         Some(Command::Rule(args)) => rule::run(args.rule.as_deref(), args.all, args.output_format),
+        Some(Command::Probe(args)) => probe::run(args),
     };
     ExitCode::from(status)
 }

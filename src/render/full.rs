@@ -54,27 +54,43 @@ impl<'a> Files<'a> for FileDb<'a> {
 }
 
 pub fn render(report: &Report<'_>, color: bool, out: &mut dyn Write) -> io::Result<()> {
-    let db = FileDb {
-        files: report.files,
-    };
+    let rendered: Vec<Rendered<usize>> = report
+        .files
+        .iter()
+        .enumerate()
+        .flat_map(|(id, file)| {
+            file.diagnostics
+                .iter()
+                .map(move |diagnostic| to_codespan(id, diagnostic))
+        })
+        .collect();
+    emit(report.files, &rendered, color, out)
+}
+
+/// Writes codespan diagnostics whose file ids index `files` (the probe adds its own notes to
+/// the findings before they get here).
+pub(crate) fn emit(
+    files: &[FileDiagnostics],
+    rendered: &[Rendered<usize>],
+    color: bool,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    let db = FileDb { files };
     let config = Config::default();
     let mut buffer = if color {
         Buffer::ansi()
     } else {
         Buffer::no_color()
     };
-    for (id, file) in report.files.iter().enumerate() {
-        for diagnostic in &file.diagnostics {
-            let rendered = to_codespan(id, diagnostic);
-            term::emit_to_write_style(&mut buffer, &config, &db, &rendered)
-                .map_err(io::Error::other)?;
-        }
+    for diagnostic in rendered {
+        term::emit_to_write_style(&mut buffer, &config, &db, diagnostic)
+            .map_err(io::Error::other)?;
     }
     buffer.reset()?;
     out.write_all(buffer.as_slice())
 }
 
-fn to_codespan(file: usize, diagnostic: &Diagnostic) -> Rendered<usize> {
+pub(crate) fn to_codespan(file: usize, diagnostic: &Diagnostic) -> Rendered<usize> {
     let severity = match diagnostic.severity() {
         crate::diagnostic::Severity::Error => Severity::Error,
         crate::diagnostic::Severity::Warning => Severity::Warning,

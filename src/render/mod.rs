@@ -2,7 +2,7 @@
 //! JSON, SARIF 2.1.0, or GitHub Actions annotations. Rendering never looks back at the tree.
 
 mod concise;
-mod full;
+pub(crate) mod full;
 mod github;
 mod json;
 mod sarif;

@@ -102,3 +102,10 @@ fn is_code(text: &str) -> bool {
     let letters = text.chars().take_while(|c| c.is_ascii_uppercase()).count();
     letters > 0 && letters < text.len() && text[letters..].chars().all(|c| c.is_ascii_digit())
 }
+
+/// Says a test was skipped, and why, where `cargo test` shows it: libtest captures the print
+/// macros of passing tests, but not writes to the stderr handle itself.
+pub fn report_skip(test: &str, why: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "skipped {test}: {why}");
+}

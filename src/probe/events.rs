@@ -1,0 +1,168 @@
+//! What the Python runner reports, one JSON object per line on the events pipe.
+//!
+//! The runner (`runner.py`, embedded in the binary) writes these; torchlint reads them while the
+//! script runs. Every event has `ev` (its kind) and `t` (seconds since the Unix epoch, as
+//! `time.time()` gives it, so that the runner's events and torchlint's own device samples share
+//! one clock). Unknown fields are ignored, so the runner can grow without breaking older readers.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "ev", rename_all = "snake_case")]
+pub enum Event {
+    /// The runner is about to execute the script.
+    Start(Start),
+    /// One execution of a watched line, observed right after it ran.
+    Hit(Hit),
+    /// Process-wide counters, every ~100 ms while torch is loaded (the timeline).
+    Sample(Sample),
+    /// Every armed target has reached the requested number of hits.
+    Complete { t: f64 },
+    /// The script finished: its exit status and, for an uncaught exception, the traceback.
+    Exit(Exit),
+    /// Something in the runner itself went wrong (not the script).
+    Error { t: f64, message: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Start {
+    pub t: f64,
+    pub pid: u32,
+    /// `sys.version` of the interpreter, first word (`3.12.1`).
+    pub python: String,
+    /// `sys.monitoring` (3.12+) or `settrace` (older interpreters).
+    pub mechanism: String,
+    /// Targets whose line maps to code the runner can watch.
+    pub armed: Vec<usize>,
+    /// Targets it cannot watch, with the reason (no code on that line, ...).
+    #[serde(default)]
+    pub unarmed: Vec<Unarmed>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Unarmed {
+    pub target: usize,
+    pub why: String,
+}
+
+/// What the watched value looked like right after the line ran.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Value {
+    /// The expression that was read (`total_loss`, `self.hidden`, `preds`).
+    pub expr: String,
+    /// `tensor`, `container` (list/tuple/dict/deque), `module`, `loader`, `other`, `missing`.
+    pub kind: String,
+    /// The tensor (or, for a container, its last item) has a `grad_fn`.
+    #[serde(default)]
+    pub grad_fn: bool,
+    #[serde(default)]
+    pub dtype: Option<String>,
+    /// `cpu`, `cuda:0`, ...
+    #[serde(default)]
+    pub device: Option<String>,
+    /// Bytes of the tensor, or of all tensor items of a container.
+    #[serde(default)]
+    pub bytes: Option<u64>,
+    /// Container length.
+    #[serde(default)]
+    pub len: Option<u64>,
+    /// Container items that carry a `grad_fn`.
+    #[serde(default)]
+    pub items_with_grad: Option<u64>,
+    /// Container items on a CUDA device.
+    #[serde(default)]
+    pub items_on_gpu: Option<u64>,
+    /// Hooks registered on a module (forward, forward-pre, backward, full-backward) or tensor.
+    #[serde(default)]
+    pub hooks: Option<u64>,
+    /// Autograd nodes reachable from the value's `grad_fn` (bounded walk; sampled).
+    #[serde(default)]
+    pub nodes: Option<u64>,
+    /// For `torch.load` results: devices the loaded tensors live on.
+    #[serde(default)]
+    pub devices: Option<Vec<String>>,
+    /// For DataLoaders: `num_workers`, `prefetch_factor`, `pin_memory`.
+    #[serde(default)]
+    pub workers: Option<u64>,
+    #[serde(default)]
+    pub prefetch_factor: Option<u64>,
+    #[serde(default)]
+    pub pin_memory: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Hit {
+    pub t: f64,
+    /// Index of the target in the plan.
+    pub target: usize,
+    /// 1 for the first execution of the line, 2 for the second, ...
+    pub n: u64,
+    /// `torch.is_grad_enabled()` when the line started (None before torch is imported).
+    #[serde(default)]
+    pub grad_enabled: Option<bool>,
+    #[serde(default)]
+    pub inference_mode: Option<bool>,
+    #[serde(default)]
+    pub anomaly_enabled: Option<bool>,
+    /// The watched values (usually one).
+    #[serde(default)]
+    pub values: Vec<Value>,
+    /// Counters after the line ran (None when not sampled on this hit or not available).
+    #[serde(default)]
+    pub allocated: Option<u64>,
+    #[serde(default)]
+    pub reserved: Option<u64>,
+    /// Host RSS of the script's main process.
+    #[serde(default)]
+    pub rss: Option<u64>,
+    /// Pinned host memory (`torch.cuda.host_memory_stats()["allocated_bytes.all.current"]`).
+    #[serde(default)]
+    pub pinned: Option<u64>,
+    /// Allocator `num_device_alloc` / `num_device_free` (cudaMalloc / cudaFree calls so far).
+    #[serde(default)]
+    pub device_allocs: Option<u64>,
+    #[serde(default)]
+    pub device_frees: Option<u64>,
+    /// Seconds the line took (from its start to the next line event in the same frame).
+    #[serde(default)]
+    pub seconds: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    pub t: f64,
+    #[serde(default)]
+    pub allocated: Option<u64>,
+    #[serde(default)]
+    pub reserved: Option<u64>,
+    #[serde(default)]
+    pub peak_allocated: Option<u64>,
+    #[serde(default)]
+    pub peak_reserved: Option<u64>,
+    #[serde(default)]
+    pub rss: Option<u64>,
+    #[serde(default)]
+    pub pinned: Option<u64>,
+    /// `num_alloc_retries` (cudaMalloc retries after freeing the cache: fragmentation pressure).
+    #[serde(default)]
+    pub alloc_retries: Option<u64>,
+    /// `torch.is_anomaly_enabled()`: whether anomaly detection is on at this moment.
+    #[serde(default)]
+    pub anomaly_enabled: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Exit {
+    pub t: f64,
+    pub status: i32,
+    #[serde(default)]
+    pub traceback: Option<String>,
+}
+
+/// One reading of the device's used memory, taken by torchlint itself through the CUDA driver
+/// (everything on the device: CUDA contexts, cuDNN/cuBLAS workspaces, other processes).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DeviceSample {
+    pub t: f64,
+    pub used: u64,
+}

@@ -1,0 +1,541 @@
+//! The probe's report as one self-contained HTML page: inline CSS and an inline SVG timeline, no
+//! scripts, fonts or anything else fetched, so the page opens offline and reads the same in any
+//! browser. Every piece of text from the run (script name, tracebacks, messages) is escaped.
+
+use std::fmt::Write;
+
+use super::report::{ProbeReport, Stop, WatchedFinding};
+use super::verdict::{Class, Status, fmt_bytes};
+
+/// Colours of the findings' hit markers (and their swatches in the table), in finding order.
+const FINDING_COLOURS: [&str; 10] = [
+    "#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
+    "#ff7f0e", "#7f7f7f",
+];
+
+/// The timeline's geometry (SVG user units; the SVG scales to the page width).
+const WIDTH: f64 = 960.0;
+const PLOT_HEIGHT: f64 = 300.0;
+/// Room for the y labels and the hit lanes' labels ("TL102 line 1234").
+const LEFT: f64 = 100.0;
+const RIGHT: f64 = 20.0;
+const TOP: f64 = 34.0;
+const LANE: f64 = 16.0;
+/// Points per curve beyond which it is thinned (keeping each bucket's low and high, so peaks
+/// survive): a 10-minute run samples 6,000 counters and 12,000 device readings.
+const MAX_POINTS: usize = 1_500;
+
+const STYLE: &str = "body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px auto;\
+max-width:1100px;padding:0 16px;color:#222}h1{font-size:22px;margin:0 0 12px}h2{font-size:17px;\
+margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}h3{font-size:15px;margin:18px 0 4px}\
+dl.run{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:0}dl.run dt{color:#666}\
+dl.run dd{margin:0}pre{background:#f6f6f6;border:1px solid #e2e2e2;padding:8px;overflow-x:auto;\
+font-size:12px}table{border-collapse:collapse;width:100%}th,td{border-bottom:1px solid #e5e5e5;\
+padding:5px 8px;text-align:left;vertical-align:top}th{background:#fafafa;font-weight:600}\
+td.num{text-align:right;font-variant-numeric:tabular-nums}.status{font-weight:600;padding:1px 6px;\
+border-radius:3px;white-space:nowrap}.confirmed{color:#b71c1c;background:#fdecea}\
+.not-reproduced{color:#1b5e20;background:#e8f5e9}.not-reached{color:#555;background:#eee}\
+.swatch{display:inline-block;width:10px;height:10px;border-radius:50%;margin-right:6px}\
+td.rule{white-space:nowrap}.muted{color:#666}.warning{color:#8a4b00}svg{width:100%;height:auto;display:block}\
+svg text{font:11px system-ui,sans-serif;fill:#444}";
+
+/// Renders the whole page.
+pub fn render(report: &ProbeReport) -> String {
+    let mut page = String::new();
+    let title = format!("torchlint probe: {}", report.script);
+    let _ = write!(
+        page,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{}</h1>\n",
+        escape(&title),
+        escape(&title)
+    );
+    run_header(&mut page, report);
+    page.push_str("<h2>Memory timeline</h2>\n");
+    page.push_str(&timeline(report));
+    verdict_table(&mut page, report);
+    evidence(&mut page, report);
+    run_summary(&mut page, report);
+    page.push_str("</body>\n</html>\n");
+    page
+}
+
+fn run_header(page: &mut String, report: &ProbeReport) {
+    page.push_str("<dl class=\"run\">\n");
+    let device = match (&report.device, &report.cpu_mode_reason) {
+        (Some(device), _) => format!(
+            "GPU {} {} ({} total, {} in use before the script)",
+            device.index,
+            device.name,
+            fmt_bytes(device.total as f64),
+            fmt_bytes(device.used_before as f64)
+        ),
+        (None, Some(reason)) => format!("CPU mode: {reason}"),
+        (None, None) => "CPU mode".to_owned(),
+    };
+    row(page, "Device", &device);
+    let unknown = "unknown".to_owned();
+    row(page, "Python", report.python.as_ref().unwrap_or(&unknown));
+    row(
+        page,
+        "Lines watched with",
+        report.mechanism.as_ref().unwrap_or(&unknown),
+    );
+    row(page, "Duration", &format!("{:.1} s", report.duration));
+    row(page, "Run", stop_words(report.stop));
+    if let Some(exit) = &report.exit {
+        row(
+            page,
+            "Script",
+            &format!("exited with status {}", exit.status),
+        );
+    }
+    page.push_str("</dl>\n");
+    if let Some(traceback) = report
+        .exit
+        .as_ref()
+        .and_then(|exit| exit.traceback.as_ref())
+    {
+        let _ = writeln!(page, "<pre class=\"traceback\">{}</pre>", escape(traceback));
+    }
+    for error in &report.runner_errors {
+        let _ = writeln!(page, "<p class=\"warning\">warning: {}</p>", escape(error));
+    }
+}
+
+fn row(page: &mut String, name: &str, value: &str) {
+    let _ = writeln!(page, "<dt>{}</dt><dd>{}</dd>", escape(name), escape(value));
+}
+
+fn stop_words(stop: Stop) -> &'static str {
+    match stop {
+        Stop::Complete => "stopped once every watched line had its hits",
+        Stop::ScriptExited => "the script ended by itself",
+        Stop::Timeout => "stopped at the timeout",
+        Stop::Interrupted => "interrupted (Ctrl-C)",
+        Stop::RunnerFailed => "the runner could not start the script",
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The timeline.
+
+/// One curve: seconds since the script started, bytes.
+struct Curve {
+    name: &'static str,
+    colour: &'static str,
+    points: Vec<(f64, f64)>,
+}
+
+fn curves(report: &ProbeReport) -> Vec<Curve> {
+    let since = |t: f64| t - report.started;
+    let from_samples = |read: fn(&super::events::Sample) -> Option<u64>| -> Vec<(f64, f64)> {
+        report
+            .samples
+            .iter()
+            .filter_map(|s| read(s).map(|v| (since(s.t), v as f64)))
+            .collect()
+    };
+    let device = report
+        .device_samples
+        .iter()
+        .map(|d| (since(d.t), d.used as f64))
+        .collect();
+    let mut curves = vec![
+        curve("device used (driver)", "#7b1fa2", device),
+        curve("reserved", "#ef6c00", from_samples(|s| s.reserved)),
+        curve("allocated", "#1565c0", from_samples(|s| s.allocated)),
+    ];
+    curves.retain(|curve| !curve.points.is_empty());
+    // CPU mode (or torch without CUDA): host memory is the only timeline there is.
+    if curves.is_empty() {
+        let rss = from_samples(|s| s.rss);
+        if !rss.is_empty() {
+            curves.push(curve("host RSS", "#2e7d32", rss));
+        }
+    }
+    curves
+}
+
+fn curve(name: &'static str, colour: &'static str, points: Vec<(f64, f64)>) -> Curve {
+    Curve {
+        name,
+        colour,
+        points,
+    }
+}
+
+/// Maps seconds and bytes to SVG coordinates.
+struct Frame {
+    t0: f64,
+    t1: f64,
+    /// Bytes at the top of the plot, and the unit the axis is labelled in.
+    ceiling: f64,
+    unit: (&'static str, f64),
+}
+
+impl Frame {
+    fn x(&self, t: f64) -> f64 {
+        LEFT + (t - self.t0) / (self.t1 - self.t0) * (WIDTH - LEFT - RIGHT)
+    }
+
+    fn y(&self, bytes: f64) -> f64 {
+        TOP + PLOT_HEIGHT - bytes / self.ceiling * PLOT_HEIGHT
+    }
+}
+
+fn timeline(report: &ProbeReport) -> String {
+    let curves = curves(report);
+    let hits = &report.hits;
+    if curves.is_empty() && hits.is_empty() {
+        return "<p class=\"muted\">No memory samples and no hits were recorded: the script ended \
+                (or torch was never loaded) before the first sample.</p>\n"
+            .to_owned();
+    }
+    let times = curves
+        .iter()
+        .flat_map(|c| c.points.iter().map(|p| p.0))
+        .chain(hits.iter().map(|h| h.t - report.started));
+    let (low, high) = times.fold((0.0f64, report.duration.max(0.0)), |(lo, hi), t| {
+        (lo.min(t), hi.max(t))
+    });
+    let peak = curves
+        .iter()
+        .flat_map(|c| c.points.iter().map(|p| p.1))
+        .fold(0.0f64, f64::max);
+    let unit = if peak >= (1u64 << 30) as f64 {
+        ("GiB", (1u64 << 30) as f64)
+    } else {
+        ("MiB", (1u64 << 20) as f64)
+    };
+    let step = nice_step(peak.max(unit.1) * 1.05 / unit.1, 5);
+    let frame = Frame {
+        t0: low,
+        t1: if high > low { high } else { low + 1.0 },
+        ceiling: ((peak.max(unit.1) * 1.05 / unit.1 / step).ceil() * step) * unit.1,
+        unit,
+    };
+    let lanes = lane_rows(report);
+    let height = TOP + PLOT_HEIGHT + 42.0 + LANE * lanes.len() as f64 + 8.0;
+    let mut svg = String::new();
+    let _ = writeln!(
+        svg,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {WIDTH} {height}\" role=\"img\" \
+         aria-label=\"memory over time, with the hits of each watched line\">"
+    );
+    axes(&mut svg, &frame, curves.is_empty(), step);
+    for curve in &curves {
+        let points: Vec<String> = thin(&curve.points)
+            .iter()
+            .map(|&(t, v)| format!("{:.1},{:.1}", frame.x(t), frame.y(v)))
+            .collect();
+        let _ = writeln!(
+            svg,
+            "<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" points=\"{}\"><title>{}</title></polyline>",
+            curve.colour,
+            points.join(" "),
+            curve.name
+        );
+    }
+    legend(&mut svg, &curves);
+    hit_markers(&mut svg, &frame, report, &lanes);
+    svg.push_str("</svg>\n");
+    if curves.is_empty() {
+        svg.push_str(
+            "<p class=\"muted\">No memory samples were recorded; only the hits are shown.</p>\n",
+        );
+    }
+    svg
+}
+
+fn axes(svg: &mut String, frame: &Frame, no_curves: bool, step: f64) {
+    let bottom = TOP + PLOT_HEIGHT;
+    let right = WIDTH - RIGHT;
+    let _ = writeln!(
+        svg,
+        "<g stroke=\"#999\"><line x1=\"{LEFT}\" y1=\"{bottom}\" x2=\"{right}\" y2=\"{bottom}\"/>"
+    );
+    if !no_curves {
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{LEFT}\" y1=\"{}\" x2=\"{LEFT}\" y2=\"{bottom}\"/>",
+            TOP
+        );
+    }
+    svg.push_str("</g>\n");
+    let seconds = nice_step(frame.t1 - frame.t0, 8);
+    let mut t = (frame.t0 / seconds).ceil() * seconds;
+    while t <= frame.t1 + 1e-9 {
+        let x = frame.x(t);
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{x:.1}\" y1=\"{bottom}\" x2=\"{x:.1}\" y2=\"{}\" stroke=\"#999\"/><text x=\"{x:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+            bottom + 4.0,
+            bottom + 16.0,
+            trim_number(t)
+        );
+        t += seconds;
+    }
+    let _ = writeln!(
+        svg,
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">seconds since the script started</text>",
+        (LEFT + right) / 2.0,
+        bottom + 32.0
+    );
+    if no_curves {
+        return;
+    }
+    let (unit, size) = frame.unit;
+    let mut value = 0.0;
+    while value * size <= frame.ceiling + 1.0 {
+        let y = frame.y(value * size);
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{LEFT}\" y1=\"{y:.1}\" x2=\"{right}\" y2=\"{y:.1}\" stroke=\"#eee\"/><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            LEFT - 6.0,
+            y + 4.0,
+            trim_number(value)
+        );
+        value += step;
+    }
+    let _ = writeln!(
+        svg,
+        "<text transform=\"translate(16 {}) rotate(-90)\" text-anchor=\"middle\">memory ({unit})</text>",
+        TOP + PLOT_HEIGHT / 2.0
+    );
+}
+
+fn legend(svg: &mut String, curves: &[Curve]) {
+    let mut x = LEFT;
+    for curve in curves {
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{x}\" y1=\"14\" x2=\"{}\" y2=\"14\" stroke=\"{}\" stroke-width=\"3\"/><text x=\"{}\" y=\"18\">{}</text>",
+            x + 18.0,
+            curve.colour,
+            x + 24.0,
+            curve.name
+        );
+        x += 36.0 + 7.0 * curve.name.len() as f64;
+    }
+}
+
+/// One lane per watched finding, in finding order (a hit's `target` is its finding's index, as
+/// the plan numbers them); hits of a target the report has no finding for get a lane of their own.
+fn lane_rows(report: &ProbeReport) -> Vec<usize> {
+    let mut lanes: Vec<usize> = (0..report.findings.len()).collect();
+    let mut strays: Vec<usize> = report
+        .hits
+        .iter()
+        .map(|h| h.target)
+        .filter(|&t| t >= report.findings.len())
+        .collect();
+    strays.sort_unstable();
+    strays.dedup();
+    lanes.extend(strays);
+    lanes
+}
+
+fn lane_label(report: &ProbeReport, target: usize) -> String {
+    match report.findings.get(target) {
+        Some(watched) => format!("{} line {}", watched.finding.code, watched.finding.line),
+        None => format!("target {target}"),
+    }
+}
+
+fn hit_markers(svg: &mut String, frame: &Frame, report: &ProbeReport, lanes: &[usize]) {
+    let first_lane = TOP + PLOT_HEIGHT + 42.0;
+    for (row, &target) in lanes.iter().enumerate() {
+        let y = first_lane + LANE * row as f64 + LANE / 2.0;
+        let colour = FINDING_COLOURS[target % FINDING_COLOURS.len()];
+        let label = lane_label(report, target);
+        let _ = writeln!(
+            svg,
+            "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text><line x1=\"{LEFT}\" y1=\"{y:.1}\" x2=\"{}\" y2=\"{y:.1}\" stroke=\"#eee\"/>",
+            LEFT - 6.0,
+            y + 4.0,
+            escape(&label),
+            WIDTH - RIGHT
+        );
+        for hit in report.hits.iter().filter(|hit| hit.target == target) {
+            let _ = writeln!(
+                svg,
+                "<circle class=\"hit\" cx=\"{:.1}\" cy=\"{y:.1}\" r=\"3.5\" fill=\"{colour}\"><title>{} hit {}</title></circle>",
+                frame.x(hit.t - report.started),
+                escape(&label),
+                hit.n
+            );
+        }
+    }
+}
+
+/// Keeps at most `MAX_POINTS` points: each bucket's lowest and highest, in time order.
+fn thin(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    if points.len() <= MAX_POINTS {
+        return points.to_vec();
+    }
+    let bucket = points.len().div_ceil(MAX_POINTS / 2);
+    let mut kept = Vec::with_capacity(MAX_POINTS + 2);
+    for chunk in points.chunks(bucket) {
+        let low = chunk.iter().min_by(|a, b| a.1.total_cmp(&b.1)).copied();
+        let high = chunk.iter().max_by(|a, b| a.1.total_cmp(&b.1)).copied();
+        let (Some(low), Some(high)) = (low, high) else {
+            continue;
+        };
+        if low.0 <= high.0 {
+            kept.extend([low, high]);
+        } else {
+            kept.extend([high, low]);
+        }
+    }
+    kept
+}
+
+/// A round step (1, 2 or 5 × a power of ten) giving about `ticks` ticks over `range`.
+fn nice_step(range: f64, ticks: usize) -> f64 {
+    let raw = (range / ticks as f64).max(1e-9);
+    let magnitude = 10f64.powf(raw.log10().floor());
+    let nice = match raw / magnitude {
+        n if n <= 1.0 => 1.0,
+        n if n <= 2.0 => 2.0,
+        n if n <= 5.0 => 5.0,
+        _ => 10.0,
+    };
+    nice * magnitude
+}
+
+/// "2", "0.5", "12.5": no trailing zeros.
+fn trim_number(value: f64) -> String {
+    // A tick computed as -0.0 (a negative start rounded up) reads "0", not "-0".
+    let value = if value.abs() < 1e-9 { 0.0 } else { value };
+    let text = format!("{value:.2}");
+    text.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Verdicts, evidence, run summary.
+
+fn verdict_table(page: &mut String, report: &ProbeReport) {
+    page.push_str("<h2>Verdicts</h2>\n");
+    if report.findings.is_empty() {
+        page.push_str("<p class=\"muted\">Nothing to watch: no finding in this script has a runtime signature.</p>\n");
+    } else {
+        page.push_str(
+            "<table class=\"verdicts\">\n<thead><tr><th>rule</th><th>line</th><th>status</th><th>class</th>\
+             <th>hits</th><th>summary</th><th>projection</th></tr></thead>\n<tbody>\n",
+        );
+        for (index, watched) in report.findings.iter().enumerate() {
+            verdict_row(page, index, watched);
+        }
+        page.push_str("</tbody>\n</table>\n");
+    }
+    if !report.unwatched.is_empty() {
+        page.push_str("<p class=\"muted\">Not watched (no runtime signature):</p>\n<ul class=\"unwatched\">\n");
+        for finding in &report.unwatched {
+            let _ = writeln!(
+                page,
+                "<li>{} line {}: {}</li>",
+                escape(&finding.code),
+                finding.line,
+                escape(&finding.message)
+            );
+        }
+        page.push_str("</ul>\n");
+    }
+}
+
+fn verdict_row(page: &mut String, index: usize, watched: &WatchedFinding) {
+    let verdict = &watched.verdict;
+    let (class, word) = status_words(verdict.status);
+    let _ = writeln!(
+        page,
+        "<tr class=\"verdict\"><td class=\"rule\"><span class=\"swatch\" style=\"background:{}\"></span>{}</td>\
+         <td class=\"num\">{}</td><td><span class=\"status {class}\">{word}</span></td><td>{}</td>\
+         <td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>",
+        FINDING_COLOURS[index % FINDING_COLOURS.len()],
+        escape(&watched.finding.code),
+        watched.finding.line,
+        class_words(verdict.class),
+        verdict.hits,
+        escape(&verdict.summary),
+        escape(verdict.projection.as_deref().unwrap_or("—"))
+    );
+}
+
+fn status_words(status: Status) -> (&'static str, &'static str) {
+    match status {
+        Status::Confirmed => ("confirmed", "confirmed"),
+        Status::NotReproduced => ("not-reproduced", "not reproduced"),
+        Status::NotReached => ("not-reached", "not reached"),
+    }
+}
+
+fn class_words(class: Class) -> &'static str {
+    match class {
+        Class::GrowsGpu => "grows (GPU)",
+        Class::GrowsHostGraph => "grows (host, autograd graph)",
+        Class::GrowsHost => "grows (host)",
+        Class::Constant => "constant",
+        Class::Spike => "spike",
+        Class::None => "—",
+    }
+}
+
+fn evidence(page: &mut String, report: &ProbeReport) {
+    if report.findings.is_empty() {
+        return;
+    }
+    page.push_str("<h2>Evidence</h2>\n");
+    for watched in &report.findings {
+        let finding = &watched.finding;
+        let _ = writeln!(
+            page,
+            "<h3>{} line {}:{} ({})</h3>\n<p>{}</p>\n<ul class=\"evidence\">",
+            escape(&finding.code),
+            finding.line,
+            finding.column,
+            escape(&finding.name),
+            escape(&finding.message)
+        );
+        for line in &watched.verdict.evidence {
+            let _ = writeln!(page, "<li>{}</li>", escape(line));
+        }
+        page.push_str("</ul>\n");
+    }
+}
+
+fn run_summary(page: &mut String, report: &ProbeReport) {
+    page.push_str("<h2>Run summary</h2>\n");
+    if report.summary.notes.is_empty() {
+        page.push_str("<p class=\"muted\">No run-wide numbers were recorded.</p>\n");
+        return;
+    }
+    page.push_str("<ul class=\"notes\">\n");
+    for note in &report.summary.notes {
+        let _ = writeln!(page, "<li>{}</li>", escape(note));
+    }
+    page.push_str("</ul>\n");
+    if report.summary.suggest_expandable_segments {
+        page.push_str(
+            "<p class=\"warning\">The cache holds memory the requests cannot reuse: try \
+             <code>PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True</code>.</p>\n",
+        );
+    }
+}
+
+/// Text for HTML element content and attribute values.
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            _ => out.push(c),
+        }
+    }
+    out
+}

@@ -1,0 +1,349 @@
+//! `torchlint probe`: run a training script on the GPU and settle, line by line, whether the
+//! findings the linter reports really cost memory.
+//!
+//! The pieces, in the order a run uses them: the script is linted (the engine `check` uses),
+//! findings whose rules have a runtime signature become a `plan`; an embedded Python runner
+//! (`runner.py`) executes the script as `__main__` and watches only those lines, streaming
+//! `events` over a pipe (`session`) while `device` samples the GPU's used memory through the
+//! CUDA driver; `verdict` turns each line's hits into confirmed / not reproduced / not reached;
+//! the `report` is printed (`render`) and optionally written as one HTML page (`html`).
+
+mod device;
+pub mod events;
+pub mod html;
+pub mod plan;
+mod render;
+pub mod report;
+mod session;
+pub mod verdict;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use render::{render_full, render_json};
+
+use crate::diagnostic::Diagnostic;
+use crate::linter;
+use crate::settings::Settings;
+use crate::source::{self, SourceFile};
+use events::{Event, Hit};
+use plan::{Plan, Target};
+use report::{DeviceInfo, FindingRef, ProbeReport, Stop, WatchedFinding};
+use verdict::Status;
+
+/// The runner, written to a private temp dir for each run.
+const RUNNER: &str = include_str!("runner.py");
+
+/// Hits at the start of each line that are not measured (allocator caches, cuDNN autotuning,
+/// lazy initialisation; hazards.md §7).
+const WARMUP_HITS: u64 = 5;
+
+/// How often torchlint reads the device's used memory.
+const DEVICE_SAMPLE_EVERY: Duration = Duration::from_millis(50);
+
+/// Rules with a runtime signature: the probe knows what to read at their lines (each rule's
+/// "How the probe confirms it").
+const WATCHED_RULES: &[&str] = &[
+    "TL101", "TL102", "TL103", "TL104", "TL105", "TL106", "TL107", "TL108", "TL109", "TL201",
+    "TL202",
+];
+
+pub struct Options {
+    pub script: PathBuf,
+    pub script_args: Vec<String>,
+    pub python: Option<PathBuf>,
+    pub gpu: Option<usize>,
+    pub hits: u64,
+    pub timeout: Duration,
+    pub steps: u64,
+    pub settings: Arc<Settings>,
+    /// Lines to watch as if a rule had flagged them (`--watch TL102:41`): how the dev-corpus
+    /// check proves that the probe does not confirm the traps the linter rightly leaves alone.
+    pub extra_watches: Vec<(String, usize)>,
+    /// Send the script's stdout to our stderr, so that ours carries only the report (JSON).
+    pub script_stdout_to_stderr: bool,
+}
+
+/// Seconds since the Unix epoch: the clock the runner's events use too.
+pub(crate) fn now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |elapsed| elapsed.as_secs_f64())
+}
+
+/// A probe run: the report, and the linted script its findings point into.
+pub struct Probed {
+    pub report: ProbeReport,
+    pub source: Arc<SourceFile>,
+    /// The watched findings, in the order of `report.findings`.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+pub fn run(options: &Options) -> Result<Probed, String> {
+    let script = &options.script;
+    let bytes = std::fs::read(script)
+        .map_err(|error| format!("{}: cannot read the script: {error}", script.display()))?;
+    let text = source::decode(&bytes).map_err(|error| format!("{}: {error}", script.display()))?;
+    let source = SourceFile::new(script.clone(), text);
+    let (_tree, outcome) = linter::lint_source(&source, &options.settings);
+    let extra = extra_diagnostics(&source, &options.extra_watches)?;
+    let (watched, unwatched): (Vec<&Diagnostic>, Vec<&Diagnostic>) = outcome
+        .diagnostics
+        .iter()
+        .chain(&extra)
+        .partition(|diagnostic| WATCHED_RULES.contains(&diagnostic.code()));
+
+    let device = match Device::open(options.gpu.unwrap_or(0)) {
+        Ok(device) => Ok(Arc::new(device)),
+        Err(reason) if options.gpu.is_some() => {
+            return Err(format!(
+                "cannot watch GPU {}: {reason}",
+                options.gpu.unwrap_or(0)
+            ));
+        }
+        Err(reason) => Err(reason),
+    };
+    let mut report = ProbeReport {
+        script: script.display().to_string(),
+        python: None,
+        mechanism: None,
+        device: device.as_ref().ok().map(|device| DeviceInfo {
+            index: device.index,
+            name: device.name.clone(),
+            total: device.total,
+            used_before: device.used_before,
+        }),
+        cpu_mode_reason: device.as_ref().err().cloned(),
+        findings: Vec::new(),
+        unwatched: unwatched.iter().map(|d| finding_ref(&source, d)).collect(),
+        summary: Default::default(),
+        stop: Stop::ScriptExited,
+        exit: None,
+        started: now(),
+        duration: 0.0,
+        samples: Vec::new(),
+        device_samples: Vec::new(),
+        hits: Vec::new(),
+        runner_errors: Vec::new(),
+    };
+    let watched_diagnostics: Vec<Diagnostic> = watched.iter().map(|d| (*d).clone()).collect();
+    if watched.is_empty() {
+        return Ok(Probed {
+            report,
+            source: Arc::new(source),
+            diagnostics: watched_diagnostics,
+        });
+    }
+
+    let absolute = std::path::absolute(script).unwrap_or_else(|_| script.clone());
+    let targets: Vec<Target> = watched
+        .iter()
+        .enumerate()
+        .map(|(id, diagnostic)| target(id, &source, diagnostic))
+        .collect();
+    let plan = Plan {
+        script: absolute.display().to_string(),
+        argv: std::iter::once(script.display().to_string())
+            .chain(options.script_args.iter().cloned())
+            .collect(),
+        hits: options.hits,
+        warmup: WARMUP_HITS,
+        events_fd: session::EVENTS_FD,
+        targets: targets.clone(),
+    };
+    let folder = tempfile::Builder::new()
+        .prefix("torchlint-probe-")
+        .tempdir()
+        .map_err(|error| format!("cannot create a temporary folder for the runner: {error}"))?;
+    let runner = folder.path().join("torchlint_probe_runner.py");
+    let plan_path = folder.path().join("plan.json");
+    std::fs::write(&runner, RUNNER)
+        .and_then(|()| std::fs::write(&plan_path, serde_json::to_vec(&plan).unwrap_or_default()))
+        .map_err(|error| format!("cannot write the runner: {error}"))?;
+
+    let python = options
+        .python
+        .clone()
+        .unwrap_or_else(session::default_python);
+    let session = session::Session {
+        python: &python,
+        runner: &runner,
+        plan: &plan_path,
+        visible_devices: options.gpu.map(visible_device),
+        timeout: options.timeout,
+        hits: options.hits,
+        labels: targets
+            .iter()
+            .map(|target| format!("{}:{}", target.code, target.line))
+            .collect(),
+        progress: true,
+        script_stdout_to_stderr: options.script_stdout_to_stderr,
+    };
+    let sampler = device
+        .as_ref()
+        .ok()
+        .map(|device| device.sample(DEVICE_SAMPLE_EVERY));
+    let outcome = session.run();
+    let device_samples = sampler.map(|sampler| sampler.finish()).unwrap_or_default();
+    // The temp dir (runner and plan) is removed here, whatever happened.
+    drop(folder);
+    let outcome = outcome?;
+
+    report.started = outcome.started;
+    report.duration = outcome.duration;
+    report.stop = outcome.stop;
+    report.device_samples = device_samples;
+    let mut hits_by_target: Vec<Vec<Hit>> = vec![Vec::new(); targets.len()];
+    let mut reached_start = false;
+    for event in outcome.events {
+        match event {
+            Event::Start(start) => {
+                reached_start = true;
+                report.python = Some(start.python);
+                report.mechanism = Some(start.mechanism);
+                for unarmed in start.unarmed {
+                    report.runner_errors.push(format!(
+                        "line {} not watched: {}",
+                        targets.get(unarmed.target).map_or(0, |t| t.line),
+                        unarmed.why
+                    ));
+                }
+            }
+            Event::Hit(hit) => {
+                if let Some(list) = hits_by_target.get_mut(hit.target) {
+                    list.push(hit.clone());
+                }
+                report.hits.push(hit);
+            }
+            Event::Sample(sample) => report.samples.push(sample),
+            Event::Complete { .. } => {}
+            Event::Exit(exit) => report.exit = Some(exit),
+            Event::Error { message, .. } => report.runner_errors.push(message),
+        }
+    }
+    if !reached_start {
+        report.stop = Stop::RunnerFailed;
+        if let Some(status) = outcome.status {
+            report.runner_errors.push(format!(
+                "the runner ended before starting the script ({status}); is `{}` a Python 3.8+ interpreter?",
+                python.display()
+            ));
+        }
+    }
+    let device_before = report.device.as_ref().map(|device| device.used_before);
+    let context = verdict::Context {
+        hits_wanted: options.hits,
+        warmup: WARMUP_HITS,
+        gpu: report.device.is_some(),
+        device_free: report
+            .device
+            .as_ref()
+            .map(|d| d.total.saturating_sub(d.used_before)),
+        project_steps: options.steps,
+        ended_early: report.stop != Stop::Complete,
+        flagged_text: String::new(),
+    };
+    // The run's numbers first: some verdicts need them (pinned memory peaks after the
+    // DataLoader line ran, not at it).
+    report.summary = verdict::summarize(&report.samples, &report.device_samples, device_before);
+    for ((diagnostic, hits), target) in watched.iter().zip(&hits_by_target).zip(&targets) {
+        let context = verdict::Context {
+            flagged_text: target.text.clone(),
+            ..context.clone()
+        };
+        let mut hits: Vec<&Hit> = hits.iter().collect();
+        hits.sort_by_key(|hit| hit.n);
+        report.findings.push(WatchedFinding {
+            finding: finding_ref(&source, diagnostic),
+            verdict: verdict::judge_with_run(diagnostic.code(), &hits, &context, &report.summary),
+        });
+    }
+    Ok(Probed {
+        report,
+        source: Arc::new(source),
+        diagnostics: watched_diagnostics,
+    })
+}
+
+use device::Device;
+
+/// Findings made up for `--watch CODE:LINE`: the whole line, under that rule.
+fn extra_diagnostics(
+    source: &SourceFile,
+    watches: &[(String, usize)],
+) -> Result<Vec<Diagnostic>, String> {
+    let registry = crate::rules::RuleRegistry::builtin();
+    watches
+        .iter()
+        .map(|(code, line)| {
+            let rule = registry
+                .get(code)
+                .ok_or_else(|| format!("--watch {code}:{line}: no rule {code}"))?;
+            if *line == 0 || *line > source.line_starts().len() {
+                return Err(format!(
+                    "--watch {code}:{line}: the script has no line {line}"
+                ));
+            }
+            let range = source.line_range(line - 1);
+            let indent = source.text()[range.clone()].len()
+                - source.text()[range.clone()].trim_start().len();
+            Ok(Diagnostic::new(
+                rule,
+                "watched on request (--watch)",
+                range.start + indent..range.end,
+            ))
+        })
+        .collect()
+}
+
+fn finding_ref(source: &SourceFile, diagnostic: &Diagnostic) -> FindingRef {
+    let location = source.location(diagnostic.range.start);
+    FindingRef {
+        code: diagnostic.rule.code.clone(),
+        name: diagnostic.rule.name.clone(),
+        message: diagnostic.message.clone(),
+        line: location.row,
+        column: location.column,
+    }
+}
+
+fn target(id: usize, source: &SourceFile, diagnostic: &Diagnostic) -> Target {
+    let start = source.location(diagnostic.range.start);
+    let end = source.location(diagnostic.range.end);
+    Target {
+        id,
+        code: diagnostic.rule.code.clone(),
+        line: start.row,
+        column: start.column,
+        end_line: end.row,
+        text: source.text()[diagnostic.range.clone()].to_owned(),
+    }
+}
+
+/// `CUDA_VISIBLE_DEVICES` for the script so that it sees exactly GPU `index`: the driver
+/// numbers GPUs within what `CUDA_VISIBLE_DEVICES` already allows, so pick from that list.
+fn visible_device(index: usize) -> String {
+    match std::env::var("CUDA_VISIBLE_DEVICES") {
+        Ok(list) if !list.trim().is_empty() => list
+            .split(',')
+            .nth(index)
+            .map_or_else(|| index.to_string(), |entry| entry.trim().to_owned()),
+        _ => index.to_string(),
+    }
+}
+
+impl ProbeReport {
+    /// 1 when a finding is confirmed, else 0 (as `check`: findings that hold fail the run).
+    pub fn exit_code(&self) -> u8 {
+        if self
+            .findings
+            .iter()
+            .any(|finding| finding.verdict.status == Status::Confirmed)
+        {
+            1
+        } else {
+            0
+        }
+    }
+}

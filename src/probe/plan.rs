@@ -1,0 +1,35 @@
+//! What torchlint asks the runner to watch: written as JSON into the private temp dir and
+//! passed to `runner.py --plan PATH`.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    /// Absolute path of the script; it runs as `__main__`.
+    pub script: String,
+    /// `sys.argv` for the script: its path as given, then the user's arguments.
+    pub argv: Vec<String>,
+    /// Hits per target after which a target is complete (`--hits`).
+    pub hits: u64,
+    /// Hits at the start that the verdicts leave out of growth fits (allocator caches, cuDNN
+    /// autotuning, lazy initialisation). The runner still reads the cheap counters on them (a
+    /// one-shot line has only warm-up hits); the autograd-graph walk waits until after them.
+    pub warmup: u64,
+    /// The file descriptor the runner writes events to.
+    pub events_fd: i32,
+    pub targets: Vec<Target>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Target {
+    /// Index in `targets`; events name targets by it.
+    pub id: usize,
+    /// The rule (`TL102`); decides what the runner reads at each hit.
+    pub code: String,
+    /// 1-based line and column of the finding's primary span, and its last line.
+    pub line: usize,
+    pub column: usize,
+    pub end_line: usize,
+    /// The flagged source text (the span), for the runner to find the stored value.
+    pub text: String,
+}

@@ -1,0 +1,77 @@
+//! Everything one probe run found out, in the shape every output format renders.
+
+use serde::Serialize;
+
+use super::events::{DeviceSample, Exit, Hit, Sample};
+use super::verdict::{RunSummary, Verdict};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ProbeReport {
+    /// The script as the user named it.
+    pub script: String,
+    pub python: Option<String>,
+    /// `sys.monitoring` or `settrace`.
+    pub mechanism: Option<String>,
+    /// The GPU the run was watched on; None in CPU mode.
+    pub device: Option<DeviceInfo>,
+    /// Why there is no device reading (no driver, no GPU, `--gpu` out of range).
+    pub cpu_mode_reason: Option<String>,
+    pub findings: Vec<WatchedFinding>,
+    /// Findings in the script whose rules have no runtime signature (not watched).
+    pub unwatched: Vec<FindingRef>,
+    pub summary: RunSummary,
+    pub stop: Stop,
+    /// The script's own exit status and traceback, when it ended by itself.
+    pub exit: Option<Exit>,
+    /// Seconds since the Unix epoch when the script started, and how long it ran.
+    pub started: f64,
+    pub duration: f64,
+    /// Problems of the runner itself (lines it could not watch, internal errors), not the script's.
+    pub runner_errors: Vec<String>,
+    /// Raw series, for the HTML timeline (left out of JSON unless asked for).
+    #[serde(skip)]
+    pub samples: Vec<Sample>,
+    #[serde(skip)]
+    pub device_samples: Vec<DeviceSample>,
+    #[serde(skip)]
+    pub hits: Vec<Hit>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceInfo {
+    pub index: usize,
+    pub name: String,
+    pub total: u64,
+    /// Used memory when the probe started, before the script (other processes, our context).
+    pub used_before: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FindingRef {
+    pub code: String,
+    pub name: String,
+    pub message: String,
+    pub line: usize,
+    pub column: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct WatchedFinding {
+    #[serde(flatten)]
+    pub finding: FindingRef,
+    pub verdict: Verdict,
+}
+
+/// Why the run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Stop {
+    /// Every watched line reached `--hits`.
+    Complete,
+    /// The script finished by itself (or crashed).
+    ScriptExited,
+    Timeout,
+    Interrupted,
+    /// The runner could not start the script (no interpreter, runner error).
+    RunnerFailed,
+}

@@ -1,0 +1,430 @@
+//! `torchlint probe` end to end: the real binary runs real scripts under the real runner.
+//!
+//! Tests that need PyTorch look for it in `TORCHLINT_TEST_PYTHON`, then the project's `.venv`
+//! (made by `scripts/setup-test-python`, which `.ci/run` runs), then `python3`. Without it they
+//! say they were skipped and why, unless `TORCHLINT_REQUIRE_TORCH=1` (set by `.ci/run`) makes
+//! that a failure. The others need only a Python 3.8+ `python3`. No GPU is needed: on a
+//! machine without one the probe runs in CPU mode, which is what these tests check.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use common::{Project, Run};
+use serde_json::Value;
+
+/// A Python with torch (and numpy), or why there is none.
+fn torch_python() -> Result<PathBuf, String> {
+    static FOUND: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    FOUND
+        .get_or_init(|| {
+            let mut candidates: Vec<PathBuf> = Vec::new();
+            if let Some(python) = std::env::var_os("TORCHLINT_TEST_PYTHON") {
+                candidates.push(python.into());
+            }
+            candidates.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"));
+            candidates.push("python3".into());
+            for python in &candidates {
+                let ok = Command::new(python)
+                    .args(["-c", "import torch, numpy"])
+                    .env("OMP_NUM_THREADS", "1")
+                    .output()
+                    .is_ok_and(|output| output.status.success());
+                if ok {
+                    return Ok(python.clone());
+                }
+            }
+            Err(format!(
+                "no Python with torch and numpy among {candidates:?} (run scripts/setup-test-python)"
+            ))
+        })
+        .clone()
+}
+
+/// The Python with torch, or None after saying the test is skipped (a failure when torch is
+/// required).
+fn require_torch(test: &str) -> Option<PathBuf> {
+    match torch_python() {
+        Ok(python) => Some(python),
+        Err(why) if std::env::var("TORCHLINT_REQUIRE_TORCH").as_deref() == Ok("1") => {
+            panic!("{test}: TORCHLINT_REQUIRE_TORCH=1 but {why}")
+        }
+        Err(why) => {
+            common::report_skip(test, &why);
+            None
+        }
+    }
+}
+
+fn probe(project: &Project, python: &str, args: &[&str]) -> Run {
+    let mut command = project.command();
+    command
+        .arg("probe")
+        .args(["--python", python])
+        .args(args)
+        .env("OMP_NUM_THREADS", "1")
+        // CPU mode on a GPU machine too: these tests check the CPU path.
+        .env("CUDA_VISIBLE_DEVICES", "");
+    Run::from(command.output().expect("run torchlint probe"))
+}
+
+fn json(run: &Run) -> Value {
+    serde_json::from_str(&run.stdout)
+        .unwrap_or_else(|error| panic!("{error}\nstdout:\n{}\nstderr:\n{}", run.stdout, run.stderr))
+}
+
+/// The verdict of the finding of `code` at `line`.
+fn verdict<'a>(report: &'a Value, code: &str, line: u64) -> &'a Value {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["code"] == code && f["line"] == line)
+        .map(|f| &f["verdict"])
+        .unwrap_or_else(|| panic!("no {code} finding on line {line} in {report:#}"))
+}
+
+/// An evaluation loop with grad on that keeps every batch's graph: `total += loss`.
+const GRAD_ACCUMULATION: &str = "\
+import sys; print('script output', flush=True)
+if len(sys.argv) > 1:
+    raise SystemExit(int(sys.argv[1]))
+import torch
+from torch import nn
+
+model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 1))
+criterion = nn.MSELoss()
+model.eval()
+total = 0
+for step in range(100):
+    x = torch.randn(32, 64)
+    y = torch.randn(32, 1)
+    loss = criterion(model(x), y)
+    total += loss
+print('done', float(total))
+";
+
+#[test]
+fn probe_confirms_a_kept_graph_on_cpu() {
+    let Some(python) = require_torch("probe_confirms_a_kept_graph_on_cpu") else {
+        return;
+    };
+    let project = Project::new();
+    project.write("eval.py", GRAD_ACCUMULATION);
+    let run = probe(
+        &project,
+        python.to_str().unwrap(),
+        &["eval.py", "--output-format", "json"],
+    );
+    assert_eq!(run.code, 1, "confirmed findings exit 1\n{}", run.stderr);
+    let report = json(&run);
+    assert!(report["device"].is_null(), "{report:#}");
+    assert_eq!(report["stop"], "complete", "{report:#}");
+    let accumulated = verdict(&report, "TL102", 15);
+    assert_eq!(accumulated["status"], "confirmed", "{accumulated:#}");
+    assert_eq!(accumulated["class"], "grows-host-graph", "{accumulated:#}");
+    assert_eq!(accumulated["hits"], 30, "{accumulated:#}");
+    let forward = verdict(&report, "TL101", 14);
+    assert_eq!(forward["status"], "confirmed", "{forward:#}");
+}
+
+#[test]
+fn probe_does_not_confirm_what_runtime_disproves() {
+    let Some(python) = require_torch("probe_does_not_confirm_what_runtime_disproves") else {
+        return;
+    };
+    let project = Project::new();
+    // The only call of `evaluate` goes through a name lookup the linter cannot follow, and it
+    // runs under no_grad: the finding is reasonable statically and wrong at run time.
+    project.write(
+        "eval.py",
+        "\
+import torch
+from torch import nn
+
+
+def evaluate(model, criterion):
+    model.eval()
+    total = 0
+    for step in range(100):
+        x = torch.randn(32, 64)
+        y = torch.randn(32, 1)
+        loss = criterion(model(x), y)
+        total += loss
+    return float(total)
+
+
+model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 1))
+with torch.no_grad():
+    run = globals()['evaluate']
+    print(run(model, nn.MSELoss()))
+",
+    );
+    let run = probe(
+        &project,
+        python.to_str().unwrap(),
+        &["eval.py", "--output-format", "json"],
+    );
+    let report = json(&run);
+    assert_eq!(run.code, 0, "nothing confirmed exits 0\n{report:#}");
+    let forward = verdict(&report, "TL101", 11);
+    assert_eq!(forward["status"], "not-reproduced", "{forward:#}");
+    assert_eq!(forward["hits"], 30, "{forward:#}");
+}
+
+#[test]
+fn probe_confirms_float64_batches() {
+    let Some(python) = require_torch("probe_confirms_float64_batches") else {
+        return;
+    };
+    let project = Project::new();
+    project.write(
+        "train.py",
+        "\
+import numpy as np
+import torch
+from torch import nn
+
+model = nn.Linear(8, 1).double()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(50):
+    x = torch.from_numpy(np.random.rand(16, 8))
+    loss = model(x).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+",
+    );
+    let run = probe(
+        &project,
+        python.to_str().unwrap(),
+        &["train.py", "--output-format", "json"],
+    );
+    let report = json(&run);
+    let codes: Vec<&str> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["code"].as_str())
+        .collect();
+    assert!(codes.contains(&"TL105"), "{report:#}");
+    for finding in report["findings"].as_array().unwrap() {
+        if finding["code"] == "TL105" {
+            assert_eq!(finding["verdict"]["status"], "confirmed", "{finding:#}");
+        }
+    }
+}
+
+#[test]
+fn probe_full_output_shows_evidence_and_writes_the_html_report() {
+    let Some(python) = require_torch("probe_full_output_shows_evidence_and_writes_the_html_report")
+    else {
+        return;
+    };
+    let project = Project::new();
+    project.write("eval.py", GRAD_ACCUMULATION);
+    let run = probe(
+        &project,
+        python.to_str().unwrap(),
+        &["eval.py", "--report", "probe.html", "--color", "never"],
+    );
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains("error[TL102]: confirmed: "),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("= probe: "), "{}", run.stdout);
+    assert!(run.stdout.contains("= evidence: "), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("device: none, CPU mode"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("script output"),
+        "the script's own output reaches stdout"
+    );
+    let page = std::fs::read_to_string(project.path().join("probe.html")).expect("the report");
+    assert!(page.starts_with("<!DOCTYPE html>") || page.starts_with("<!doctype html>"));
+    assert!(page.contains("TL102"), "{page}");
+    // Self-contained: nothing is fetched (the SVG namespace is a name, not a request).
+    for reference in ["src=\"http", "href=\"http", "url(http", "@import", "<link"] {
+        assert!(!page.contains(reference), "the page loads `{reference}`");
+    }
+}
+
+#[test]
+fn probe_reports_the_scripts_exit_status_and_unreached_lines() {
+    let project = Project::new();
+    project.write("eval.py", GRAD_ACCUMULATION);
+    // Exits with 3 before torch is even imported: nothing is reached (no torch needed).
+    let run = probe(
+        &project,
+        "python3",
+        &["eval.py", "--output-format", "json", "--", "3"],
+    );
+    let report = json(&run);
+    assert_eq!(run.code, 0, "{report:#}");
+    assert_eq!(report["stop"], "script-exited", "{report:#}");
+    assert_eq!(report["exit"]["status"], 3, "{report:#}");
+    assert_eq!(verdict(&report, "TL102", 15)["status"], "not-reached");
+}
+
+#[test]
+fn probe_reports_the_scripts_traceback() {
+    let project = Project::new();
+    project.write(
+        "train.py",
+        GRAD_ACCUMULATION.replace(
+            "    raise SystemExit(int(sys.argv[1]))",
+            "    raise RuntimeError('boom ' + sys.argv[1])",
+        ),
+    );
+    let run = probe(
+        &project,
+        "python3",
+        &["train.py", "--output-format", "json", "--", "7"],
+    );
+    let report = json(&run);
+    assert_eq!(report["exit"]["status"], 1, "{report:#}");
+    let traceback = report["exit"]["traceback"].as_str().unwrap_or_default();
+    assert!(traceback.contains("RuntimeError: boom 7"), "{traceback}");
+    assert!(
+        !traceback.contains("torchlint_probe_runner"),
+        "runner frames are hidden: {traceback}"
+    );
+    assert!(
+        run.stderr.contains("RuntimeError: boom 7"),
+        "python's own report: {}",
+        run.stderr
+    );
+}
+
+#[test]
+fn probe_timeout_ends_the_whole_process_group() {
+    let project = Project::new();
+    // A child process in the script's group, then a wait the timeout cuts short.
+    let script = format!(
+        "import subprocess, time\nchild = subprocess.Popen(['sleep', '300'])\nopen('child.pid', 'w').write(str(child.pid))\ntime.sleep(300)\n{}",
+        GRAD_ACCUMULATION
+    );
+    project.write("eval.py", script);
+    let started = Instant::now();
+    let run = probe(
+        &project,
+        "python3",
+        &["eval.py", "--output-format", "json", "--timeout", "3"],
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "took {:?}",
+        started.elapsed()
+    );
+    let report = json(&run);
+    assert_eq!(report["stop"], "timeout", "{report:#}");
+    let pid = std::fs::read_to_string(project.path().join("child.pid")).expect("child pid");
+    // Gone, or a zombie waiting for a reaper that is not ours.
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).unwrap_or_default();
+    let state = stat
+        .rsplit(") ")
+        .next()
+        .and_then(|rest| rest.chars().next());
+    assert!(
+        stat.is_empty() || state == Some('Z'),
+        "the child still runs: {stat}"
+    );
+}
+
+#[test]
+fn probe_without_watchable_findings_runs_nothing() {
+    let project = Project::new();
+    project.write("clean.py", "open('ran', 'w').write('yes')\n");
+    let run = probe(&project, "python3", &["clean.py"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("Nothing to watch"), "{}", run.stdout);
+    assert!(
+        !project.path().join("ran").exists(),
+        "the script must not run"
+    );
+}
+
+#[test]
+fn probe_rejects_a_missing_interpreter_and_bad_options() {
+    let project = Project::new();
+    project.write("eval.py", GRAD_ACCUMULATION);
+    let run = probe(&project, "/nonexistent/python", &["eval.py"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("cannot run `/nonexistent/python`"),
+        "{}",
+        run.stderr
+    );
+    let run = probe(&project, "python3", &["missing.py"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("missing.py: cannot read the script"),
+        "{}",
+        run.stderr
+    );
+    let run = probe(&project, "python3", &["eval.py", "--hits", "0"]);
+    assert_eq!(run.code, 2);
+    let run = probe(&project, "python3", &["eval.py", "--watch", "TL102:999"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("the script has no line 999"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn probe_ctrl_c_ends_the_script_and_still_reports() {
+    let project = Project::new();
+    let script = format!(
+        "import subprocess, time\nchild = subprocess.Popen(['sleep', '300'])\nopen('child.pid', 'w').write(str(child.pid))\ntime.sleep(300)\n{}",
+        GRAD_ACCUMULATION
+    );
+    project.write("eval.py", script);
+    let mut command = project.command();
+    command
+        .args([
+            "probe",
+            "--python",
+            "python3",
+            "eval.py",
+            "--output-format",
+            "json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = command.spawn().expect("spawn torchlint probe");
+    let pid_file = project.path().join("child.pid");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !pid_file.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(pid_file.exists(), "the script did not start");
+    // What the terminal sends on Ctrl-C (to torchlint only: the script has its own group).
+    // SAFETY: sends a signal to the child we spawned.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGINT);
+    }
+    let run = Run::from(child.wait_with_output().expect("wait for torchlint"));
+    let report = json(&run);
+    assert_eq!(report["stop"], "interrupted", "{report:#}");
+    assert_eq!(verdict(&report, "TL102", 19)["status"], "not-reached");
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).unwrap_or_default();
+    let state = stat
+        .rsplit(") ")
+        .next()
+        .and_then(|rest| rest.chars().next());
+    assert!(
+        stat.is_empty() || state == Some('Z'),
+        "the child still runs: {stat}"
+    );
+}
