@@ -95,6 +95,9 @@ pub struct RunSummary {
     pub peak_pinned: Option<u64>,
     /// The share of timeline samples with anomaly detection on (None: never read).
     pub anomaly_share: Option<f64>,
+    /// When anomaly detection was read on the timeline, and whether it was on.
+    #[serde(skip)]
+    pub anomaly_timeline: Vec<(f64, bool)>,
     /// Suggest `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` (only when the numbers show
     /// fragmentation).
     pub suggest_expandable_segments: bool,
@@ -723,15 +726,28 @@ fn anomaly_mode(hits: &[&Hit], m: &Measures, run: &RunSummary) -> Decision {
         return Decision::not_reproduced(m.class(), summary).with(line);
     }
     // The cost is per training step: a mode switched on for one diagnostic pass and off again
-    // costs nothing after it. The timeline says how much of the run it stayed on.
-    if let Some(share) = run.anomaly_share {
+    // costs nothing after it. The timeline from the line on says how long it stayed on (what
+    // ran before the line, imports and data preparation, does not count).
+    let since = hits.first().map_or(f64::MIN, |hit| hit.t);
+    let after: Vec<bool> = run
+        .anomaly_timeline
+        .iter()
+        .filter(|(t, _)| *t >= since)
+        .map(|(_, on)| *on)
+        .collect();
+    let share = if after.is_empty() {
+        run.anomaly_share
+    } else {
+        Some(after.iter().filter(|on| **on).count() as f64 / after.len() as f64)
+    };
+    if let Some(share) = share {
         let timeline = format!(
-            "anomaly detection on in {:.0}% of the run's timeline samples",
+            "anomaly detection on in {:.0}% of the timeline samples from this line on",
             share * 100.0
         );
         if share < ANOMALY_MIN_SHARE {
             let summary = format!(
-                "anomaly detection was on at this line but off for {:.0}% of the run: only a short stretch ran under it",
+                "anomaly detection was on at this line but off for {:.0}% of the run from there on: only a short stretch ran under it",
                 (1.0 - share) * 100.0
             );
             return Decision::not_reproduced(m.class(), summary)
@@ -1347,6 +1363,10 @@ pub fn summarize(
         peak_rss: samples.iter().filter_map(|s| s.rss).max(),
         peak_pinned: samples.iter().filter_map(|s| s.pinned).max(),
         anomaly_share: share(samples, |s| s.anomaly_enabled),
+        anomaly_timeline: samples
+            .iter()
+            .filter_map(|s| Some((s.t, s.anomaly_enabled?)))
+            .collect(),
         suggest_expandable_segments: retries > 0 || fragmented,
         notes: Vec::new(),
     };
@@ -2577,5 +2597,28 @@ mod tests {
         );
         assert_eq!(chosen.status, Status::NotReproduced, "{chosen:#?}");
         assert!(chosen.summary.contains("where `map_location` put them"));
+    }
+
+    #[test]
+    fn anomaly_mode_counts_the_run_from_its_line_on() {
+        // `with detect_anomaly():` around training that starts after a long data preparation:
+        // off before the line, on after it.
+        let hits = Stream::new(1).hit(|hit| hit.anomaly_enabled = Some(true));
+        let hit_time = hits.hits[0].t;
+        let hits: Vec<&Hit> = hits.hits.iter().collect();
+        let samples: Vec<Sample> = (0..40)
+            .map(|i| {
+                let t = hit_time - 3.0 + 0.1 * i as f64;
+                Sample {
+                    t,
+                    anomaly_enabled: Some(t >= hit_time),
+                    ..Sample::default()
+                }
+            })
+            .collect();
+        let run = summarize(&samples, &[], None);
+        assert!(run.anomaly_share.is_some_and(|share| share < 0.5));
+        let verdict = judge_with_run("TL202", &hits, &context(), &run);
+        assert_eq!(verdict.status, Status::Confirmed, "{verdict:#?}");
     }
 }
