@@ -17,6 +17,7 @@ pub mod project;
 pub mod render;
 pub mod rules;
 pub mod semantic;
+pub mod server;
 pub mod settings;
 pub mod source;
 pub mod suppression;

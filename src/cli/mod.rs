@@ -36,6 +36,8 @@ enum Command {
     Rule(RuleArgs),
     /// Run a training script on the GPU and confirm which findings really cost memory.
     Probe(probe::ProbeArgs),
+    /// Serve diagnostics to editors over the Language Server Protocol (stdio).
+    Server,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -114,6 +116,7 @@ pub fn main() -> ExitCode {
         None => check::run(cli.check),
         Some(Command::Rule(args)) => rule::run(args.rule.as_deref(), args.all, args.output_format),
         Some(Command::Probe(args)) => probe::run(args),
+        Some(Command::Server) => crate::server::run(),
     };
     ExitCode::from(status)
 }

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Benchmark `torchlint server`: time from a didChange to the matching publishDiagnostics.
+
+A benchmark, not a test: it prints p50/p95 over the edits against the target (p95 <= 10 ms)
+and exits 0 whatever they are. The document is a 3,000-line training file (see --document);
+each edit types a space at the end of a line or deletes it again, all over the file, as
+typing does. Python 3 stdlib only.
+
+Usage: python3 bench/server_latency.py [--torchlint target/release/torchlint] [--edits 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+TARGET_P95_MS = 10.0
+# Real training code nobody here wrote: the first 3,000 lines are one long Trainer class.
+DEFAULT_DOCUMENT = REPO / "bench" / "corpus" / "transformers-5.24.0" / "transformers" / "trainer.py"
+
+
+def training_file(lines: int) -> str:
+    parts = [(REPO / "examples" / "train.py").read_text()]
+    parts += [p.read_text() for p in sorted((REPO / "tests" / "fixtures").rglob("*.py"))]
+    text, i = "", 0
+    while text.count("\n") < lines:
+        text += parts[i % len(parts)] + "\n"
+        i += 1
+    return "\n".join(text.splitlines()[:lines]) + "\n"
+
+
+class Server:
+    def __init__(self, binary: str):
+        self.process = subprocess.Popen([binary, "server"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.published: dict[int, float] = {}
+        self.event = threading.Condition()
+        self.responses: dict[int, dict] = {}
+        threading.Thread(target=self.read, daemon=True).start()
+
+    def read(self):
+        out = self.process.stdout
+        while True:
+            length = 0
+            while True:
+                line = out.readline()
+                if not line:
+                    return
+                line = line.strip()
+                if not line:
+                    break
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            message = json.loads(out.read(length))
+            now = time.perf_counter()
+            with self.event:
+                if message.get("method") == "textDocument/publishDiagnostics":
+                    version = message["params"].get("version")
+                    if version is not None:
+                        self.published[version] = now
+                elif "id" in message and "method" not in message:
+                    self.responses[message["id"]] = message
+                self.event.notify_all()
+
+    def send(self, message: dict) -> float:
+        body = json.dumps(message).encode()
+        started = time.perf_counter()
+        self.process.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        self.process.stdin.flush()
+        return started
+
+    def wait(self, predicate, timeout=10.0):
+        with self.event:
+            if not self.event.wait_for(predicate, timeout):
+                raise TimeoutError("no answer from the server")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--torchlint", default=str(REPO / "target" / "release" / "torchlint"))
+    parser.add_argument("--edits", type=int, default=200)
+    parser.add_argument("--lines", type=int, default=3000)
+    parser.add_argument(
+        "--document",
+        type=Path,
+        default=DEFAULT_DOCUMENT if DEFAULT_DOCUMENT.exists() else None,
+        help="a Python file to edit, its first --lines lines (default: transformers' trainer.py "
+        "from the pinned corpus, when bench/fetch_corpus.py has fetched it; else the bundled "
+        "example and fixtures, repeated)",
+    )
+    args = parser.parse_args()
+
+    if args.document:
+        text = "".join(args.document.read_text().splitlines(keepends=True)[: args.lines])
+    else:
+        text = training_file(args.lines)
+    lines = text.splitlines()
+    server = Server(args.torchlint)
+    server.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": {}}})
+    server.wait(lambda: 1 in server.responses)
+    server.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+    uri = (REPO / "bench" / "latency_document.py").as_uri()
+    server.send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {
+        "textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}}})
+    server.wait(lambda: 1 in server.published)
+
+    latencies = []
+    for edit in range(args.edits):
+        version = edit + 2
+        line = (edit * 37) % len(lines)
+        column = len(lines[line])
+        if edit % 2 == 0:  # type a space at the end of a line, then delete it
+            change = {"range": {"start": {"line": line, "character": column},
+                                "end": {"line": line, "character": column}}, "text": " "}
+        else:
+            previous = ((edit - 1) * 37) % len(lines)
+            end = len(lines[previous])
+            change = {"range": {"start": {"line": previous, "character": end},
+                                "end": {"line": previous, "character": end + 1}}, "text": ""}
+        started = server.send({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
+            "textDocument": {"uri": uri, "version": version}, "contentChanges": [change]}})
+        server.wait(lambda: version in server.published)
+        latencies.append((server.published[version] - started) * 1000)
+
+    server.send({"jsonrpc": "2.0", "id": 2, "method": "shutdown", "params": None})
+    server.wait(lambda: 2 in server.responses)
+    server.send({"jsonrpc": "2.0", "method": "exit", "params": None})
+    server.process.wait(timeout=10)
+
+    latencies.sort()
+    p50 = statistics.median(latencies)
+    p95 = latencies[max(0, int(round(0.95 * len(latencies))) - 1)]
+    print(f"document: {len(lines)} lines, {len(text) / 1024:.0f} KiB; {len(latencies)} edits, one at a time")
+    print(f"didChange -> publishDiagnostics: p50 {p50:.2f} ms, p95 {p95:.2f} ms, max {latencies[-1]:.2f} ms")
+    verdict = "PASS" if p95 <= TARGET_P95_MS else "FAIL"
+    print(f"target: p95 <= {TARGET_P95_MS:.0f} ms: {verdict}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,219 @@
+//! From the engine's findings to LSP: diagnostics, quick fixes ("ignore for this line", the
+//! rule's own fix) and hover text.
+
+use std::collections::HashMap;
+
+use lsp_types::{
+    CodeAction, CodeActionKind, CodeActionOrCommand, CodeDescription, DiagnosticRelatedInformation,
+    DiagnosticSeverity, Hover, HoverContents, Location, MarkupContent, MarkupKind, NumberOrString,
+    Position, Range, TextEdit, Uri, WorkspaceEdit,
+};
+
+use super::document::{Document, Encoding};
+use crate::diagnostic::{Diagnostic, Severity};
+
+pub fn diagnostic(
+    found: &Diagnostic,
+    document: &Document,
+    uri: &Uri,
+    encoding: Encoding,
+) -> lsp_types::Diagnostic {
+    let related: Vec<DiagnosticRelatedInformation> = found
+        .labels
+        .iter()
+        .map(|label| DiagnosticRelatedInformation {
+            location: Location::new(uri.clone(), document.range(&label.range, encoding)),
+            message: label.message.clone(),
+        })
+        .collect();
+    let mut message = found.message.clone();
+    if let Some(help) = &found.help {
+        message.push_str("\nhelp: ");
+        message.push_str(help);
+    }
+    lsp_types::Diagnostic {
+        range: document.range(&found.range, encoding),
+        severity: Some(match found.severity() {
+            Severity::Error => DiagnosticSeverity::ERROR,
+            Severity::Warning => DiagnosticSeverity::WARNING,
+            Severity::Info => DiagnosticSeverity::INFORMATION,
+        }),
+        code: Some(NumberOrString::String(found.rule.code.clone())),
+        code_description: found
+            .rule
+            .url()
+            .and_then(|url| url.parse::<Uri>().ok())
+            .map(|href| CodeDescription { href }),
+        source: Some("torchlint".to_owned()),
+        message,
+        related_information: (!related.is_empty()).then_some(related),
+        tags: None,
+        data: None,
+    }
+}
+
+/// Quick fixes for the findings that touch `range`: the rule's fix, and a suppression comment.
+pub fn code_actions(
+    found: &[Diagnostic],
+    document: &Document,
+    uri: &Uri,
+    range: Range,
+    encoding: Encoding,
+) -> Vec<CodeActionOrCommand> {
+    let wanted = document.offset(range.start, encoding)..document.offset(range.end, encoding);
+    let mut actions = Vec::new();
+    for diagnostic in found.iter().filter(|d| touches(&d.range, &wanted)) {
+        let lsp_diagnostic = self::diagnostic(diagnostic, document, uri, encoding);
+        if let Some(fix) = &diagnostic.fix {
+            let edits = fix
+                .edits
+                .iter()
+                .map(|edit| {
+                    TextEdit::new(document.range(&edit.range, encoding), edit.content.clone())
+                })
+                .collect();
+            actions.push(action(
+                format!("{}: {}", diagnostic.rule.code, fix.message),
+                uri,
+                edits,
+                &lsp_diagnostic,
+                true,
+            ));
+        }
+        let edit = suppression_edit(document, diagnostic, encoding);
+        actions.push(action(
+            format!("Ignore {} for this line", diagnostic.rule.code),
+            uri,
+            vec![edit],
+            &lsp_diagnostic,
+            false,
+        ));
+    }
+    actions
+}
+
+fn action(
+    title: String,
+    uri: &Uri,
+    edits: Vec<TextEdit>,
+    diagnostic: &lsp_types::Diagnostic,
+    preferred: bool,
+) -> CodeActionOrCommand {
+    CodeActionOrCommand::CodeAction(CodeAction {
+        title,
+        kind: Some(CodeActionKind::QUICKFIX),
+        diagnostics: Some(vec![diagnostic.clone()]),
+        edit: Some(WorkspaceEdit {
+            changes: Some(HashMap::from([(uri.clone(), edits)])),
+            ..WorkspaceEdit::default()
+        }),
+        is_preferred: preferred.then_some(true),
+        ..CodeAction::default()
+    })
+}
+
+/// `# noqa: TL102` at the end of the finding's first line; added to an existing `# noqa: ...`
+/// list, and after any other comment (`x  # note  # noqa: TL102`).
+fn suppression_edit(document: &Document, diagnostic: &Diagnostic, encoding: Encoding) -> TextEdit {
+    let row = document.position(diagnostic.range.start, encoding).line as usize;
+    let line = document.line(row);
+    let text = &document.text[line.clone()];
+    let code = &diagnostic.rule.code;
+    let at = |offset: usize| document.position(line.start + offset, encoding);
+    if let Some(comment) = comment_start(text) {
+        let comment_text = &text[comment..];
+        if let Some(noqa) = comment_text.find("# noqa:") {
+            // Extend the list: `# noqa: TL101` -> `# noqa: TL101, TL102`.
+            let list_start = comment + noqa + "# noqa:".len();
+            let list_end = text[list_start..]
+                .find('#')
+                .map_or(text.len(), |i| list_start + i);
+            let list = text[list_start..list_end].trim_end();
+            let end = list_start + text[list_start..list_end].trim_end().len();
+            let insert = if list.trim().is_empty() {
+                format!(" {code}")
+            } else {
+                format!(", {code}")
+            };
+            return TextEdit::new(Range::new(at(end), at(end)), insert);
+        }
+    }
+    let end = text.trim_end().len();
+    TextEdit::new(Range::new(at(end), at(end)), format!("  # noqa: {code}"))
+}
+
+/// Where a line's comment starts, outside string literals (a `#` inside quotes is text).
+fn comment_start(line: &str) -> Option<usize> {
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for (index, character) in line.char_indices() {
+        match quote {
+            Some(q) => {
+                if escaped {
+                    escaped = false;
+                } else if character == '\\' {
+                    escaped = true;
+                } else if character == q {
+                    quote = None;
+                }
+            }
+            None => match character {
+                '"' | '\'' => quote = Some(character),
+                '#' => return Some(index),
+                _ => {}
+            },
+        }
+    }
+    None
+}
+
+/// The documentation of the rules flagged at `position`.
+pub fn hover(
+    found: &[Diagnostic],
+    document: &Document,
+    position: Position,
+    encoding: Encoding,
+) -> Option<Hover> {
+    let offset = document.offset(position, encoding);
+    let here: Vec<&Diagnostic> = found
+        .iter()
+        .filter(|d| d.range.start <= offset && offset <= d.range.end)
+        .collect();
+    let first = here.first()?;
+    let mut seen = Vec::new();
+    let mut text = String::new();
+    for diagnostic in &here {
+        if seen.contains(&diagnostic.rule.code) {
+            continue;
+        }
+        seen.push(diagnostic.rule.code.clone());
+        if !text.is_empty() {
+            text.push_str("\n\n---\n\n");
+        }
+        text.push_str(&diagnostic.rule.markdown());
+    }
+    Some(Hover {
+        contents: HoverContents::Markup(MarkupContent {
+            kind: MarkupKind::Markdown,
+            value: text,
+        }),
+        range: Some(document.range(&first.range, encoding)),
+    })
+}
+
+fn touches(found: &std::ops::Range<usize>, wanted: &std::ops::Range<usize>) -> bool {
+    found.start <= wanted.end && wanted.start <= found.end
+}
+
+#[cfg(test)]
+mod tests {
+    use super::comment_start;
+
+    #[test]
+    fn comments_are_found_outside_strings() {
+        assert_eq!(comment_start("x = 1  # note"), Some(7));
+        assert_eq!(comment_start("x = '#no'  # yes"), Some(11));
+        assert_eq!(comment_start(r##"x = "a\"#"  # c"##), Some(12));
+        assert_eq!(comment_start("x = 1"), None);
+    }
+}

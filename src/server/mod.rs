@@ -1,0 +1,475 @@
+//! `torchlint server`: diagnostics, quick fixes and rule docs in the editor, over the Language
+//! Server Protocol (3.17, stdio). The protocol stays at the edge, as in rust-analyzer: this
+//! module turns messages into calls of the same engine `check` uses (`linter::lint_parsed`) and
+//! its results back into messages (`convert`).
+//!
+//! One thread handles everything in arrival order, so a newer version's diagnostics can never
+//! be overwritten by an older one's; changes that arrive together are applied before one lint.
+
+mod convert;
+mod document;
+mod transport;
+
+use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use lsp_server::{ErrorCode, Message, Notification, Request, RequestId, Response};
+use lsp_types::notification::Notification as _;
+use lsp_types::request::Request as _;
+use lsp_types::{
+    CodeActionParams, DidChangeConfigurationParams, DidChangeTextDocumentParams,
+    DidCloseTextDocumentParams, DidOpenTextDocumentParams, DidSaveTextDocumentParams, HoverParams,
+    InitializeParams, PositionEncodingKind, PublishDiagnosticsParams, Uri,
+};
+use serde::Deserialize;
+
+use crate::checker::InternalError;
+use crate::diagnostic::Diagnostic;
+use crate::linter;
+use crate::parse;
+use crate::settings::resolver::Resolver;
+use crate::settings::{CliOverrides, Settings};
+use crate::source::SourceFile;
+use document::{Document, Encoding};
+use transport::Incoming;
+
+/// Client settings: `initializationOptions`, or `settings.torchlint` in
+/// `workspace/didChangeConfiguration`.
+#[derive(Debug, Default, Clone, Deserialize)]
+struct ClientSettings {
+    select: Option<Vec<String>>,
+    #[serde(default)]
+    ignore: Vec<String>,
+}
+
+struct Server {
+    encoding: Encoding,
+    documents: HashMap<String, Open>,
+    client: ClientSettings,
+    resolver: Arc<Resolver>,
+    shutdown_requested: bool,
+    /// Whether the client lets us register file watchers (for config reloads).
+    can_watch_files: bool,
+}
+
+/// A document with what its last lint found (for code actions and hover).
+struct Open {
+    uri: Uri,
+    document: Document,
+    diagnostics: Vec<Diagnostic>,
+}
+
+pub fn run() -> u8 {
+    crate::checker::install_panic_hook();
+    let incoming = transport::read_stdin();
+    let Some(mut server) = handshake(&incoming) else {
+        return 1;
+    };
+    server.main_loop(&incoming)
+}
+
+/// Waits for `initialize` and answers it; everything before it is refused, as the spec asks.
+/// None when the client leaves first.
+fn handshake(incoming: &crossbeam_channel::Receiver<Incoming>) -> Option<Server> {
+    loop {
+        let request = match incoming.recv().ok()? {
+            Incoming::Malformed(error) => {
+                let _ = transport::write_parse_error(&error);
+                continue;
+            }
+            Incoming::Message(Message::Request(request)) => request,
+            Incoming::Message(Message::Notification(notification)) => {
+                if notification.method == lsp_types::notification::Exit::METHOD {
+                    return None;
+                }
+                continue;
+            }
+            Incoming::Message(Message::Response(_)) => continue,
+        };
+        let response = if request.method != lsp_types::request::Initialize::METHOD {
+            Response::new_err(
+                request.id,
+                ErrorCode::ServerNotInitialized as i32,
+                "the server is not initialized yet".to_owned(),
+            )
+        } else {
+            match serde_json::from_value::<InitializeParams>(request.params) {
+                Ok(params) => {
+                    let (server, result) = Server::initialize(&params);
+                    let _ =
+                        transport::write(&Message::Response(Response::new_ok(request.id, result)));
+                    return Some(server);
+                }
+                Err(error) => invalid_params(request.id, &error),
+            }
+        };
+        let _ = transport::write(&Message::Response(response));
+    }
+}
+
+impl Server {
+    fn initialize(params: &InitializeParams) -> (Server, serde_json::Value) {
+        let utf8 = params
+            .capabilities
+            .general
+            .as_ref()
+            .and_then(|general| general.position_encodings.as_ref())
+            .is_some_and(|encodings| encodings.contains(&PositionEncodingKind::UTF8));
+        let client: ClientSettings = params
+            .initialization_options
+            .clone()
+            .and_then(|options| serde_json::from_value(options).ok())
+            .unwrap_or_default();
+        let resolver = Arc::new(resolver_for(&client));
+        let can_watch_files = params
+            .capabilities
+            .workspace
+            .as_ref()
+            .and_then(|workspace| workspace.did_change_watched_files.as_ref())
+            .and_then(|watched| watched.dynamic_registration)
+            .unwrap_or(false);
+        let server = Server {
+            encoding: if utf8 {
+                Encoding::Utf8
+            } else {
+                Encoding::Utf16
+            },
+            documents: HashMap::new(),
+            client,
+            resolver,
+            shutdown_requested: false,
+            can_watch_files,
+        };
+        let result = serde_json::json!({
+            "capabilities": {
+                "positionEncoding": if utf8 { "utf-8" } else { "utf-16" },
+                "textDocumentSync": { "openClose": true, "change": 2, "save": { "includeText": false } },
+                "codeActionProvider": { "codeActionKinds": ["quickfix"] },
+                "hoverProvider": true,
+            },
+            "serverInfo": { "name": "torchlint", "version": env!("CARGO_PKG_VERSION") },
+        });
+        (server, result)
+    }
+
+    /// Runs until `exit` or the end of input; returns the process's exit code (0 only after
+    /// a `shutdown`, as the spec says).
+    fn main_loop(&mut self, incoming: &crossbeam_channel::Receiver<Incoming>) -> u8 {
+        self.register_config_watchers();
+        while let Ok(first) = incoming.recv() {
+            // Take what else has arrived, so that a burst of keystrokes costs one lint.
+            let mut batch = vec![first];
+            batch.extend(incoming.try_iter());
+            let mut dirty: Vec<String> = Vec::new();
+            for message in batch {
+                match message {
+                    Incoming::Malformed(error) => {
+                        let _ = transport::write_parse_error(&error);
+                    }
+                    Incoming::Message(Message::Request(request)) => {
+                        self.on_request(request, &mut dirty)
+                    }
+                    Incoming::Message(Message::Notification(notification)) => {
+                        if notification.method == lsp_types::notification::Exit::METHOD {
+                            return if self.shutdown_requested { 0 } else { 1 };
+                        }
+                        self.on_notification(notification, &mut dirty);
+                    }
+                    Incoming::Message(Message::Response(_)) => {}
+                }
+            }
+            for key in dirty {
+                self.lint_and_publish(&key);
+            }
+        }
+        // The client went away without `exit`.
+        1
+    }
+
+    fn on_request(&mut self, request: Request, dirty: &mut Vec<String>) {
+        // Requests read the latest text: lint what changed before answering.
+        for key in dirty.drain(..) {
+            self.lint_and_publish(&key);
+        }
+        let id = request.id.clone();
+        let response = match request.method.as_str() {
+            lsp_types::request::Shutdown::METHOD => {
+                self.shutdown_requested = true;
+                Response::new_ok(id, ())
+            }
+            lsp_types::request::CodeActionRequest::METHOD => {
+                match serde_json::from_value::<CodeActionParams>(request.params) {
+                    Ok(params) => Response::new_ok(id, self.code_actions(&params)),
+                    Err(error) => invalid_params(id, &error),
+                }
+            }
+            lsp_types::request::HoverRequest::METHOD => {
+                match serde_json::from_value::<HoverParams>(request.params) {
+                    Ok(params) => Response::new_ok(id, self.hover(&params)),
+                    Err(error) => invalid_params(id, &error),
+                }
+            }
+            _ if self.shutdown_requested => Response::new_err(
+                id,
+                ErrorCode::InvalidRequest as i32,
+                "the server is shutting down".to_owned(),
+            ),
+            method => Response::new_err(
+                id,
+                ErrorCode::MethodNotFound as i32,
+                format!("unknown method `{method}`"),
+            ),
+        };
+        let _ = transport::write(&Message::Response(response));
+    }
+
+    fn on_notification(&mut self, notification: Notification, dirty: &mut Vec<String>) {
+        use lsp_types::notification as n;
+        let params = notification.params;
+        match notification.method.as_str() {
+            n::DidOpenTextDocument::METHOD => {
+                if let Ok(params) = serde_json::from_value::<DidOpenTextDocumentParams>(params) {
+                    let document = params.text_document;
+                    let key = document.uri.as_str().to_owned();
+                    self.documents.insert(
+                        key.clone(),
+                        Open {
+                            uri: document.uri,
+                            document: Document::new(document.text, document.version),
+                            diagnostics: Vec::new(),
+                        },
+                    );
+                    mark(dirty, key);
+                }
+            }
+            n::DidChangeTextDocument::METHOD => {
+                if let Ok(params) = serde_json::from_value::<DidChangeTextDocumentParams>(params) {
+                    let key = params.text_document.uri.as_str().to_owned();
+                    // Changes to a document that is not open are ignored: there is no text to
+                    // apply them to.
+                    if let Some(open) = self.documents.get_mut(&key) {
+                        for change in &params.content_changes {
+                            open.document.apply(change, self.encoding);
+                        }
+                        open.document.version = params.text_document.version;
+                        mark(dirty, key);
+                    }
+                }
+            }
+            n::DidSaveTextDocument::METHOD => {
+                if let Ok(params) = serde_json::from_value::<DidSaveTextDocumentParams>(params) {
+                    let key = params.text_document.uri.as_str().to_owned();
+                    if self.documents.contains_key(&key) {
+                        mark(dirty, key);
+                    }
+                }
+            }
+            n::DidCloseTextDocument::METHOD => {
+                if let Ok(params) = serde_json::from_value::<DidCloseTextDocumentParams>(params) {
+                    let key = params.text_document.uri.as_str().to_owned();
+                    dirty.retain(|k| k != &key);
+                    if let Some(open) = self.documents.remove(&key) {
+                        self.publish(&open.uri, Vec::new(), None);
+                    }
+                }
+            }
+            n::DidChangeConfiguration::METHOD => {
+                if let Ok(params) = serde_json::from_value::<DidChangeConfigurationParams>(params) {
+                    let settings = params
+                        .settings
+                        .get("torchlint")
+                        .cloned()
+                        .unwrap_or(params.settings);
+                    if let Ok(client) = serde_json::from_value::<ClientSettings>(settings) {
+                        self.client = client;
+                    }
+                    self.reload(dirty);
+                }
+            }
+            // A config file changed: settings are read again for every open document.
+            n::DidChangeWatchedFiles::METHOD => self.reload(dirty),
+            _ => {}
+        }
+    }
+
+    fn reload(&mut self, dirty: &mut Vec<String>) {
+        self.resolver = Arc::new(resolver_for(&self.client));
+        for key in self.documents.keys() {
+            mark(dirty, key.clone());
+        }
+    }
+
+    /// Asks the client to tell us when config files change (when it can register watchers).
+    fn register_config_watchers(&self) {
+        if !self.can_watch_files {
+            return;
+        }
+        let registration = serde_json::json!({
+            "registrations": [{
+                "id": "torchlint-config",
+                "method": "workspace/didChangeWatchedFiles",
+                "registerOptions": { "watchers": [
+                    { "globPattern": "**/pyproject.toml" },
+                    { "globPattern": "**/torchlint.toml" },
+                    { "globPattern": "**/.torchlint.toml" },
+                ]},
+            }],
+        });
+        let request = Request::new(
+            RequestId::from("torchlint/register-watchers".to_owned()),
+            lsp_types::request::RegisterCapability::METHOD.to_owned(),
+            registration,
+        );
+        let _ = transport::write(&Message::Request(request));
+    }
+
+    fn lint_and_publish(&mut self, key: &str) {
+        let encoding = self.encoding;
+        let resolver = Arc::clone(&self.resolver);
+        let Some(open) = self.documents.get_mut(key) else {
+            return;
+        };
+        let path = file_path(&open.uri);
+        let settings = match &path {
+            Some(path) => resolver.for_file(path),
+            None => resolver.for_folder(std::path::Path::new(".")),
+        };
+        let diagnostics = match settings {
+            Ok(settings) => {
+                let name = path
+                    .clone()
+                    .unwrap_or_else(|| PathBuf::from(open.uri.as_str()));
+                // A panic outside the rules (they contain their own) costs this document's
+                // diagnostics, never the session.
+                let linted = catch_unwind(AssertUnwindSafe(|| {
+                    lint(&mut open.document, name, &settings)
+                }));
+                match linted {
+                    Ok((found, failed)) => {
+                        for failure in failed {
+                            log(&format!(
+                                "torchlint: rule {} failed on {} and was skipped there: {}",
+                                failure.rule.code,
+                                open.uri.as_str(),
+                                failure.message
+                            ));
+                        }
+                        open.diagnostics = found;
+                        open.diagnostics.clone()
+                    }
+                    Err(_) => {
+                        open.diagnostics.clear();
+                        Vec::new()
+                    }
+                }
+            }
+            Err(error) => {
+                let _ = transport::write(&Message::Notification(Notification::new(
+                    lsp_types::notification::ShowMessage::METHOD.to_owned(),
+                    serde_json::json!({ "type": 1, "message": format!("torchlint: {error}") }),
+                )));
+                Vec::new()
+            }
+        };
+        let converted = diagnostics
+            .iter()
+            .map(|diagnostic| convert::diagnostic(diagnostic, &open.document, &open.uri, encoding))
+            .collect();
+        let (uri, version) = (open.uri.clone(), open.document.version);
+        self.publish(&uri, converted, Some(version));
+    }
+
+    fn publish(&self, uri: &Uri, diagnostics: Vec<lsp_types::Diagnostic>, version: Option<i32>) {
+        let params = PublishDiagnosticsParams {
+            uri: uri.clone(),
+            diagnostics,
+            version,
+        };
+        let _ = transport::write(&Message::Notification(Notification::new(
+            lsp_types::notification::PublishDiagnostics::METHOD.to_owned(),
+            params,
+        )));
+    }
+
+    fn code_actions(&self, params: &CodeActionParams) -> Vec<lsp_types::CodeActionOrCommand> {
+        let Some(open) = self.documents.get(params.text_document.uri.as_str()) else {
+            return Vec::new();
+        };
+        convert::code_actions(
+            &open.diagnostics,
+            &open.document,
+            &open.uri,
+            params.range,
+            self.encoding,
+        )
+    }
+
+    fn hover(&self, params: &HoverParams) -> Option<lsp_types::Hover> {
+        let position = &params.text_document_position_params;
+        let open = self.documents.get(position.text_document.uri.as_str())?;
+        convert::hover(
+            &open.diagnostics,
+            &open.document,
+            position.position,
+            self.encoding,
+        )
+    }
+}
+
+/// What one lint of a document found: its findings, and the rules that failed on it (they are
+/// skipped for this document only).
+type Linted = (Vec<Diagnostic>, Vec<InternalError>);
+
+/// Lints a document's text, re-parsing incrementally from its last tree.
+fn lint(document: &mut Document, name: PathBuf, settings: &Settings) -> Linted {
+    let source = SourceFile::new(name, document.text.clone());
+    if parse::check_parsable(source.text()).is_err() {
+        document.tree = None;
+        let (_, outcome) = linter::lint_source(&source, settings);
+        return (outcome.diagnostics, outcome.internal_errors);
+    }
+    let tree = parse::parse(source.text(), document.tree.as_ref());
+    let outcome = linter::lint_parsed(&source, &tree, settings);
+    document.tree = Some(tree);
+    (outcome.diagnostics, outcome.internal_errors)
+}
+
+/// A line in the client's log (`window/logMessage`).
+fn log(message: &str) {
+    let _ = transport::write(&Message::Notification(Notification::new(
+        lsp_types::notification::LogMessage::METHOD.to_owned(),
+        serde_json::json!({ "type": 2, "message": message }),
+    )));
+}
+
+fn resolver_for(client: &ClientSettings) -> Resolver {
+    let overrides = CliOverrides {
+        select: client.select.clone(),
+        extend_select: Vec::new(),
+        ignore: client.ignore.clone(),
+    };
+    Resolver::new(overrides.clone(), None).unwrap_or_else(|_| {
+        // Only `--config` can fail here, and the server has none.
+        Resolver::new(CliOverrides::default(), None).expect("a resolver without a config file")
+    })
+}
+
+fn file_path(uri: &Uri) -> Option<PathBuf> {
+    url::Url::parse(uri.as_str()).ok()?.to_file_path().ok()
+}
+
+fn mark(dirty: &mut Vec<String>, key: String) {
+    if !dirty.contains(&key) {
+        dirty.push(key);
+    }
+}
+
+fn invalid_params(id: RequestId, error: &serde_json::Error) -> Response {
+    Response::new_err(
+        id,
+        ErrorCode::InvalidParams as i32,
+        format!("invalid params: {error}"),
+    )
+}

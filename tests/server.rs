@@ -1,0 +1,437 @@
+//! `torchlint server` end to end: the real binary, spoken to in JSON-RPC over its stdio.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const HAZARD: &str = "\
+import torch
+from torch import nn
+
+model = nn.Linear(8, 1)
+criterion = nn.MSELoss()
+model.eval()
+total = 0
+for step in range(10):
+    x = torch.randn(4, 8)
+    loss = criterion(model(x), torch.randn(4, 1))
+    total += loss
+";
+
+struct Client {
+    child: Child,
+    stdin: ChildStdin,
+    messages: Receiver<Value>,
+    next_id: i64,
+    _dir: tempfile::TempDir,
+    uri: String,
+}
+
+impl Client {
+    fn start(initialization_options: Value) -> Client {
+        Client::start_with(initialization_options, &[])
+    }
+
+    fn start_with(initialization_options: Value, env: &[(&str, &str)]) -> Client {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("train.py");
+        std::fs::write(&path, HAZARD).unwrap();
+        let uri = url::Url::from_file_path(&path).unwrap().to_string();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_torchlint"))
+            .arg("server")
+            .envs(env.iter().copied())
+            .current_dir(dir.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the server");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (sender, messages) = channel();
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            loop {
+                let mut length = 0;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let line = line.trim_end();
+                    if line.is_empty() {
+                        break;
+                    }
+                    if let Some(value) = line.strip_prefix("Content-Length: ") {
+                        length = value.parse().unwrap();
+                    }
+                }
+                let mut body = vec![0; length];
+                if reader.read_exact(&mut body).is_err() {
+                    return;
+                }
+                let _ = sender.send(serde_json::from_slice(&body).unwrap());
+            }
+        });
+        let mut client = Client {
+            child,
+            stdin,
+            messages,
+            next_id: 0,
+            _dir: dir,
+            uri,
+        };
+        let response = client.request(
+            "initialize",
+            json!({ "capabilities": {}, "initializationOptions": initialization_options }),
+        );
+        assert_eq!(
+            response["result"]["capabilities"]["hoverProvider"], true,
+            "{response}"
+        );
+        client.notify("initialized", json!({}));
+        client
+    }
+
+    fn send_raw(&mut self, body: &str) {
+        write!(self.stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn notify(&mut self, method: &str, params: Value) {
+        let body = json!({ "jsonrpc": "2.0", "method": method, "params": params }).to_string();
+        self.send_raw(&body);
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        let body =
+            json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }).to_string();
+        self.send_raw(&body);
+        self.wait_for(|message| message["id"] == id && message.get("method").is_none())
+    }
+
+    /// The next message that matches, skipping others (with a timeout).
+    fn wait_for(&mut self, wanted: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let left = deadline
+                .checked_duration_since(Instant::now())
+                .expect("timed out waiting for the server");
+            let message = self
+                .messages
+                .recv_timeout(left)
+                .expect("a message from the server");
+            if wanted(&message) {
+                return message;
+            }
+        }
+    }
+
+    /// The next diagnostics published for the document: (code, line, character) each.
+    fn diagnostics(&mut self) -> (Value, Vec<(String, u64, u64)>) {
+        let message = self.wait_for(|m| m["method"] == "textDocument/publishDiagnostics");
+        let found = message["params"]["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| {
+                (
+                    d["code"].as_str().unwrap().to_owned(),
+                    d["range"]["start"]["line"].as_u64().unwrap(),
+                    d["range"]["start"]["character"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        (message, found)
+    }
+
+    fn open(&mut self, text: &str) {
+        let uri = self.uri.clone();
+        self.notify(
+            "textDocument/didOpen",
+            json!({ "textDocument": { "uri": uri, "languageId": "python", "version": 1, "text": text } }),
+        );
+    }
+
+    fn change(&mut self, version: i64, range: Value, text: &str) {
+        let uri = self.uri.clone();
+        self.notify(
+            "textDocument/didChange",
+            json!({
+                "textDocument": { "uri": uri, "version": version },
+                "contentChanges": [{ "range": range, "text": text }],
+            }),
+        );
+    }
+
+    fn shutdown(mut self) -> i32 {
+        let response = self.request("shutdown", Value::Null);
+        assert!(response.get("error").is_none(), "{response}");
+        self.notify("exit", Value::Null);
+        let status = self.child.wait().unwrap();
+        status.code().unwrap_or(-1)
+    }
+}
+
+fn range(start: (u64, u64), end: (u64, u64)) -> Value {
+    json!({ "start": { "line": start.0, "character": start.1 }, "end": { "line": end.0, "character": end.1 } })
+}
+
+#[test]
+fn open_edit_fix_and_reintroduce() {
+    let mut client = Client::start(Value::Null);
+    client.open(HAZARD);
+    let (message, found) = client.diagnostics();
+    assert_eq!(
+        found,
+        [("TL101".to_owned(), 9, 21), ("TL102".to_owned(), 10, 4)],
+        "{message}"
+    );
+    let first = &message["params"]["diagnostics"][1];
+    assert_eq!(first["source"], "torchlint");
+    assert_eq!(
+        first["severity"], 1,
+        "no backward in the loop: the graver severity"
+    );
+    assert!(
+        first["codeDescription"]["href"]
+            .as_str()
+            .unwrap()
+            .ends_with("tensor-accumulated.md")
+    );
+    assert!(
+        first["relatedInformation"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("loop"),
+        "{first}"
+    );
+    assert_eq!(message["params"]["version"], 1);
+
+    // `total += loss` -> `total += loss.item()`: TL102 is gone (TL101 stays).
+    client.change(2, range((10, 17), (10, 17)), ".item()");
+    let (message, found) = client.diagnostics();
+    assert_eq!(found, [("TL101".to_owned(), 9, 21)], "{message}");
+    assert_eq!(message["params"]["version"], 2);
+
+    // Wrap the evaluation in no_grad by editing the loop header's line: TL101 is gone too.
+    client.change(3, range((7, 0), (7, 0)), "torch.set_grad_enabled(False)\n");
+    let (_, found) = client.diagnostics();
+    assert_eq!(found, [], "set_grad_enabled(False) before the loop");
+
+    // Take it out again, and store the loss without `.item()` (two edits in one change, each
+    // against the text the previous one left): both findings come back.
+    let uri = client.uri.clone();
+    client.notify(
+        "textDocument/didChange",
+        json!({
+            "textDocument": { "uri": uri, "version": 4 },
+            "contentChanges": [
+                { "range": range((7, 0), (8, 0)), "text": "" },
+                { "range": range((10, 17), (10, 24)), "text": "" },
+            ],
+        }),
+    );
+    let (message, found) = client.diagnostics();
+    assert_eq!(
+        found,
+        [("TL101".to_owned(), 9, 21), ("TL102".to_owned(), 10, 4)],
+        "{message}"
+    );
+    assert_eq!(message["params"]["version"], 4);
+    assert_eq!(client.shutdown(), 0);
+}
+
+#[test]
+fn code_action_inserts_a_suppression_that_silences_the_finding() {
+    let mut client = Client::start(Value::Null);
+    let text = HAZARD.replace("    total += loss\n", "    total += loss  # running sum\n");
+    client.open(&text);
+    let (_, found) = client.diagnostics();
+    assert!(found.contains(&("TL102".to_owned(), 10, 4)));
+    let uri = client.uri.clone();
+    let response = client.request(
+        "textDocument/codeAction",
+        json!({
+            "textDocument": { "uri": uri },
+            "range": range((10, 4), (10, 4)),
+            "context": { "diagnostics": [] },
+        }),
+    );
+    let actions = response["result"].as_array().unwrap();
+    let ignore = actions
+        .iter()
+        .find(|a| a["title"] == "Ignore TL102 for this line")
+        .unwrap_or_else(|| panic!("{response}"));
+    let edits = &ignore["edit"]["changes"][uri.as_str()];
+    let edit = &edits[0];
+    assert_eq!(edit["newText"], "  # noqa: TL102", "{edit}");
+    assert_eq!(edit["range"]["start"]["line"], 10);
+    assert_eq!(
+        edit["range"]["start"]["character"], 32,
+        "after the existing comment"
+    );
+    // Apply it as the editor would.
+    client.change(2, edit["range"].clone(), edit["newText"].as_str().unwrap());
+    let (_, found) = client.diagnostics();
+    assert!(!found.iter().any(|(code, ..)| code == "TL102"), "{found:?}");
+
+    // On a line that already has `# noqa: TL102`, a second code joins the list.
+    let response = client.request(
+        "textDocument/codeAction",
+        json!({
+            "textDocument": { "uri": uri },
+            "range": range((9, 21), (9, 21)),
+            "context": { "diagnostics": [] },
+        }),
+    );
+    let titles: Vec<&str> = response["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a["title"].as_str())
+        .collect();
+    assert!(titles.contains(&"Ignore TL101 for this line"), "{titles:?}");
+}
+
+#[test]
+fn hover_shows_the_rule_documentation() {
+    let mut client = Client::start(Value::Null);
+    client.open(HAZARD);
+    client.diagnostics();
+    let uri = client.uri.clone();
+    let response = client.request(
+        "textDocument/hover",
+        json!({ "textDocument": { "uri": uri }, "position": { "line": 10, "character": 6 } }),
+    );
+    let value = response["result"]["contents"]["value"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(value.contains("TL102"), "{response}");
+    assert!(value.contains("## Why it costs memory"), "{value}");
+    let response = client.request(
+        "textDocument/hover",
+        json!({ "textDocument": { "uri": uri }, "position": { "line": 0, "character": 1 } }),
+    );
+    assert!(response["result"].is_null(), "no finding there: {response}");
+}
+
+#[test]
+fn client_settings_select_rules() {
+    let mut client = Client::start(json!({ "ignore": ["TL101"] }));
+    client.open(HAZARD);
+    let (_, found) = client.diagnostics();
+    assert_eq!(found, [("TL102".to_owned(), 10, 4)]);
+    client.notify(
+        "workspace/didChangeConfiguration",
+        json!({ "settings": { "torchlint": { "select": ["TL101"] } } }),
+    );
+    let (_, found) = client.diagnostics();
+    assert_eq!(found, [("TL101".to_owned(), 9, 21)]);
+}
+
+#[test]
+fn config_file_changes_are_picked_up() {
+    let mut client = Client::start(Value::Null);
+    client.open(HAZARD);
+    let (_, found) = client.diagnostics();
+    assert_eq!(found.len(), 2);
+    std::fs::write(
+        client._dir.path().join("pyproject.toml"),
+        "[tool.torchlint]\nignore = [\"TL102\"]\n",
+    )
+    .unwrap();
+    let uri = url::Url::from_file_path(client._dir.path().join("pyproject.toml"))
+        .unwrap()
+        .to_string();
+    client.notify(
+        "workspace/didChangeWatchedFiles",
+        json!({ "changes": [{ "uri": uri, "type": 1 }] }),
+    );
+    let (_, found) = client.diagnostics();
+    assert_eq!(found, [("TL101".to_owned(), 9, 21)]);
+}
+
+#[test]
+fn close_clears_and_bad_input_is_answered_not_fatal() {
+    let mut client = Client::start(Value::Null);
+    // Malformed JSON: a parse error, and the session goes on.
+    client.send_raw("{not json");
+    let error = client.wait_for(|m| m.get("error").is_some());
+    assert_eq!(error["error"]["code"], -32700, "{error}");
+    // Unknown method: MethodNotFound.
+    let response = client.request("torchlint/unknown", json!({}));
+    assert_eq!(response["error"]["code"], -32601, "{response}");
+    // Bad params: InvalidParams.
+    let response = client.request("textDocument/hover", json!({ "nonsense": true }));
+    assert_eq!(response["error"]["code"], -32602, "{response}");
+    // Edits to a document that is not open, and out of range edits: ignored or clamped.
+    client.change(7, range((0, 0), (0, 0)), "x");
+    client.open(HAZARD);
+    client.diagnostics();
+    client.change(2, range((400, 3), (900, 0)), "\n# the end\n");
+    let (_, found) = client.diagnostics();
+    assert_eq!(found.len(), 2);
+    // Hover on an unknown document: null.
+    let response = client.request(
+        "textDocument/hover",
+        json!({ "textDocument": { "uri": "file:///nowhere.py" }, "position": { "line": 0, "character": 0 } }),
+    );
+    assert!(response["result"].is_null(), "{response}");
+    // Close: diagnostics cleared.
+    let uri = client.uri.clone();
+    client.notify(
+        "textDocument/didClose",
+        json!({ "textDocument": { "uri": uri } }),
+    );
+    let (_, found) = client.diagnostics();
+    assert!(found.is_empty());
+    assert_eq!(client.shutdown(), 0);
+}
+
+#[test]
+fn a_client_that_disconnects_ends_the_server() {
+    let mut client = Client::start(Value::Null);
+    client.open(HAZARD);
+    client.diagnostics();
+    let Client {
+        mut child, stdin, ..
+    } = client;
+    drop(stdin);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert_eq!(
+                status.code(),
+                Some(1),
+                "no shutdown before the end of input"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "the server did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_rule_that_panics_costs_only_its_own_findings() {
+    let mut client = Client::start_with(Value::Null, &[("TORCHLINT_INJECT_PANIC", "TL101")]);
+    client.open(HAZARD);
+    let log = client.wait_for(|m| m["method"] == "window/logMessage");
+    let text = log["params"]["message"].as_str().unwrap();
+    assert!(text.contains("rule TL101 failed"), "{log}");
+    let (_, found) = client.diagnostics();
+    assert_eq!(
+        found,
+        [("TL102".to_owned(), 10, 4)],
+        "the other rules still report"
+    );
+    assert_eq!(client.shutdown(), 0);
+}
