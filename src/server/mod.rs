@@ -162,11 +162,22 @@ impl Server {
             // Take what else has arrived, so that a burst of keystrokes costs one lint.
             let mut batch = vec![first];
             batch.extend(incoming.try_iter());
+            // Requests cancelled before we got to them are answered as cancelled, unrun.
+            let cancelled: Vec<RequestId> = batch.iter().filter_map(cancelled_id).collect();
             let mut dirty: Vec<String> = Vec::new();
             for message in batch {
                 match message {
                     Incoming::Malformed(error) => {
                         let _ = transport::write_parse_error(&error);
+                    }
+                    Incoming::Message(Message::Request(request))
+                        if cancelled.contains(&request.id) =>
+                    {
+                        let _ = transport::write(&Message::Response(Response::new_err(
+                            request.id,
+                            ErrorCode::RequestCanceled as i32,
+                            "cancelled".to_owned(),
+                        )));
                     }
                     Incoming::Message(Message::Request(request)) => {
                         self.on_request(request, &mut dirty)
@@ -458,6 +469,22 @@ fn resolver_for(client: &ClientSettings) -> Resolver {
 
 fn file_path(uri: &Uri) -> Option<PathBuf> {
     url::Url::parse(uri.as_str()).ok()?.to_file_path().ok()
+}
+
+/// The request a `$/cancelRequest` names.
+fn cancelled_id(message: &Incoming) -> Option<RequestId> {
+    let Incoming::Message(Message::Notification(notification)) = message else {
+        return None;
+    };
+    if notification.method != lsp_types::notification::Cancel::METHOD {
+        return None;
+    }
+    let params: lsp_types::CancelParams =
+        serde_json::from_value(notification.params.clone()).ok()?;
+    Some(match params.id {
+        lsp_types::NumberOrString::Number(id) => RequestId::from(id),
+        lsp_types::NumberOrString::String(id) => RequestId::from(id),
+    })
 }
 
 fn mark(dirty: &mut Vec<String>, key: String) {
