@@ -176,6 +176,64 @@ impl<'a> SemanticModel<'a> {
     }
 }
 
+/// A node whose named children the walk is going through.
+struct Frame<'a> {
+    node: Node<'a>,
+    needs_leave: bool,
+    next: u32,
+    count: u32,
+    /// For wide nodes: `named_child(i)` starts from the first child each time, so walking a
+    /// module of many statements by index would be quadratic; a cursor is linear.
+    cursor: Option<tree_sitter::TreeCursor<'a>>,
+}
+
+/// Nodes with more named children than this are walked with a cursor.
+const WIDE: u32 = 16;
+
+impl<'a> Frame<'a> {
+    fn new(node: Node<'a>, count: usize, needs_leave: bool) -> Self {
+        let count = count as u32;
+        let cursor = (count > WIDE).then(|| {
+            let mut cursor = node.walk();
+            cursor.goto_first_child();
+            cursor
+        });
+        Frame {
+            node,
+            needs_leave,
+            next: 0,
+            count,
+            cursor,
+        }
+    }
+
+    fn next_child(&mut self) -> Option<Node<'a>> {
+        if self.next >= self.count {
+            return None;
+        }
+        let child = match &mut self.cursor {
+            None => self.node.named_child(self.next)?,
+            Some(cursor) => loop {
+                let node = cursor.node();
+                let named = node.is_named();
+                let advanced = cursor.goto_next_sibling();
+                if named {
+                    if !advanced {
+                        // The last child: nothing follows it.
+                        self.count = self.next + 1;
+                    }
+                    break node;
+                }
+                if !advanced {
+                    return None;
+                }
+            },
+        };
+        self.next += 1;
+        Some(child)
+    }
+}
+
 /// A scope, loop or function the walk is inside of, closed when the walk leaves its node.
 enum Open {
     Scope { node: usize },
@@ -200,6 +258,8 @@ impl Open {
 struct Builder<'a> {
     source: &'a str,
     has_errors: bool,
+    /// A rule starts at an anonymous node kind (a user pattern on a token): walk everything.
+    anonymous_rule_kinds: bool,
     /// What to do at each node kind, by kind id.
     kinds: Vec<KindInfo>,
     skeleton: Vec<Visit<'a>>,
@@ -399,8 +459,10 @@ impl<'a> Builder<'a> {
         let mut kinds = KIND_TABLE.clone();
         let language = crate::parse::python();
         let mut prune_call_free = true;
+        let mut anonymous_rule_kinds = false;
         for (id, (info, &rule_starts_here)) in kinds.iter_mut().zip(rule_kinds).enumerate() {
             info.skeleton |= rule_starts_here;
+            anonymous_rule_kinds |= rule_starts_here && !language.node_kind_is_named(id as u16);
             if rule_starts_here
                 && language
                     .node_kind_for_id(id as u16)
@@ -417,6 +479,7 @@ impl<'a> Builder<'a> {
         Builder {
             source,
             has_errors,
+            anonymous_rule_kinds,
             kinds,
             skeleton: Vec::new(),
             scopes,
@@ -442,7 +505,56 @@ impl<'a> Builder<'a> {
 
     /// The one walk. Hand-rolled rather than `parse::walk` because it runs on every node of
     /// every file: one kind lookup per node, and leave work only for nodes that asked for it.
-    fn run(mut self, tree: &'a Tree) -> SemanticModel<'a> {
+    fn run(self, tree: &'a Tree) -> SemanticModel<'a> {
+        // Only named nodes bind names, open scopes or start built-in rules, and visiting just
+        // them halves the walk. The full walk stays for files with syntax errors (a missing
+        // `)` is an anonymous node) and for user rules that start at an anonymous token.
+        if self.has_errors || self.anonymous_rule_kinds {
+            self.run_all(tree)
+        } else {
+            self.run_named(tree.root_node())
+        }
+    }
+
+    fn run_named(mut self, root: Node<'a>) -> SemanticModel<'a> {
+        let mut stack: Vec<Frame<'a>> = Vec::with_capacity(64);
+        if let Some(frame) = self.visit(root) {
+            stack.push(frame);
+        }
+        while let Some(frame) = stack.last_mut() {
+            match frame.next_child() {
+                Some(child) => {
+                    if let Some(frame) = self.visit(child) {
+                        stack.push(frame);
+                    }
+                }
+                None => {
+                    let frame = stack.pop().expect("the frame just looked at");
+                    if frame.needs_leave {
+                        self.leave(frame.node);
+                    }
+                }
+            }
+        }
+        self.finish()
+    }
+
+    /// Enters a node; a frame to walk its named children in, or None when it is done with
+    /// (left already if it asked to be).
+    fn visit(&mut self, node: Node<'a>) -> Option<Frame<'a>> {
+        let (descend, needs_leave) = self.enter(node);
+        let count = if descend { node.named_child_count() } else { 0 };
+        if count == 0 {
+            if needs_leave {
+                self.leave(node);
+            }
+            return None;
+        }
+        Some(Frame::new(node, count, needs_leave))
+    }
+
+    /// The walk over every node, anonymous tokens included.
+    fn run_all(mut self, tree: &'a Tree) -> SemanticModel<'a> {
         let mut cursor = tree.walk();
         // For each ancestor on the cursor's path: whether leaving it needs work.
         let mut leave_pending: Vec<bool> = Vec::with_capacity(64);
