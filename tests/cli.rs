@@ -566,3 +566,25 @@ fn invalid_user_rules_are_reported_with_file_and_line() {
         run.stderr
     );
 }
+
+#[test]
+fn findings_are_found_among_many_siblings() {
+    // Wide nodes (a module, a class or a function with many statements) are walked with a
+    // cursor rather than by index: every child must still be seen, the last one too.
+    let project = Project::new();
+    let mut text = String::from("import torch\n");
+    for i in 0..40 {
+        text.push_str(&format!("a{i} = torch.load('x{i}.pt')\n"));
+    }
+    text.push_str("def f():\n");
+    for i in 0..40 {
+        text.push_str(&format!("    b{i} = {i}\n"));
+    }
+    text.push_str("    return torch.load('last.pt')\n");
+    project.write("wide.py", text);
+    let run = concise(&project, &["--select", "TL108"]);
+    let found = run.findings();
+    assert_eq!(found.len(), 41, "{}", run.stdout);
+    assert_eq!(found[0], "wide.py:2:6: TL108");
+    assert_eq!(found[40], "wide.py:83:12: TL108");
+}
