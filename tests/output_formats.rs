@@ -64,6 +64,32 @@ fn github() {
 }
 
 #[test]
+fn gitlab() {
+    let (code, stdout) = run("gitlab");
+    assert_eq!(code, 1);
+    let issues: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let fingerprints: std::collections::HashSet<&str> = issues
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|issue| issue["fingerprint"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        fingerprints.len(),
+        issues.as_array().unwrap().len(),
+        "unique fingerprints"
+    );
+    insta::assert_snapshot!(stdout);
+}
+
+#[test]
+fn junit() {
+    let (code, stdout) = run("junit");
+    assert_eq!(code, 1);
+    insta::assert_snapshot!(stdout);
+}
+
+#[test]
 fn sarif() {
     let (code, stdout) = run("sarif");
     assert_eq!(code, 1);

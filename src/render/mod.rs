@@ -1,10 +1,12 @@
 //! Renderers: the same diagnostics as rich terminal output, one line each, Ruff-compatible
-//! JSON, SARIF 2.1.0, or GitHub Actions annotations. Rendering never looks back at the tree.
+//! JSON, SARIF 2.1.0, GitHub Actions annotations, GitLab Code Quality JSON or JUnit XML. Rendering never looks back at the tree.
 
 mod concise;
 pub(crate) mod full;
 mod github;
+mod gitlab;
 mod json;
+mod junit;
 mod sarif;
 
 use std::io::{self, Write};
@@ -29,6 +31,10 @@ pub enum OutputFormat {
     Sarif,
     /// GitHub Actions workflow annotations.
     Github,
+    /// GitLab Code Quality JSON.
+    Gitlab,
+    /// JUnit XML, one test case per finding.
+    Junit,
 }
 
 /// What the renderers need: the findings per file (sorted), and the rules that were enabled
@@ -64,6 +70,8 @@ pub fn render(
         OutputFormat::Json => json::render(report, out),
         OutputFormat::Sarif => sarif::render(report, out),
         OutputFormat::Github => github::render(report, out),
+        OutputFormat::Gitlab => gitlab::render(report, out),
+        OutputFormat::Junit => junit::render(report, out),
     }
 }
 
