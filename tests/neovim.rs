@@ -12,20 +12,6 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
-const TRAIN: &str = "\
-import torch
-from torch import nn
-
-model = nn.Linear(8, 1)
-criterion = nn.MSELoss()
-model.eval()
-total = 0
-for step in range(10):
-    x = torch.randn(4, 8)
-    loss = criterion(model(x), torch.randn(4, 1))
-    total += loss
-";
-
 /// The client. It must run on Neovim 0.7 (Debian bookworm's), which has neither
 /// `vim.lsp.start` nor `vim.fs`, and on current versions, where `start_client` is deprecated.
 /// It runs on VimEnter, once the file named on the command line is loaded, and always ends
@@ -128,7 +114,7 @@ fn neovim_shows_the_servers_diagnostics() {
     let project = common::Project::new();
     let dir = project.path();
     let init = project.write("init.lua", INIT_LUA);
-    project.write("train.py", TRAIN);
+    project.write("train.py", common::EVAL_HAZARD);
     let out = dir.join("diagnostics.json");
     let log = dir.join("init.log");
     let stderr_path = dir.join("nvim.stderr");

@@ -304,15 +304,34 @@ fn probe_reports_the_scripts_traceback() {
     );
 }
 
+/// A script that starts a child process in its group, records its pid in `child.pid` and
+/// waits, before the hazards of `GRAD_ACCUMULATION` (which it never reaches).
+fn waiting_script() -> String {
+    format!(
+        "import subprocess, time\nchild = subprocess.Popen(['sleep', '300'])\nopen('child.pid', 'w').write(str(child.pid))\ntime.sleep(300)\n{GRAD_ACCUMULATION}"
+    )
+}
+
+/// The process whose pid the file holds is gone, or a zombie waiting for a reaper that is not
+/// ours.
+fn assert_child_ended(pid_file: &std::path::Path) {
+    let pid = std::fs::read_to_string(pid_file).expect("child pid");
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).unwrap_or_default();
+    let state = stat
+        .rsplit(") ")
+        .next()
+        .and_then(|rest| rest.chars().next());
+    assert!(
+        stat.is_empty() || state == Some('Z'),
+        "the child still runs: {stat}"
+    );
+}
+
 #[test]
 fn probe_timeout_ends_the_whole_process_group() {
     let project = Project::new();
     // A child process in the script's group, then a wait the timeout cuts short.
-    let script = format!(
-        "import subprocess, time\nchild = subprocess.Popen(['sleep', '300'])\nopen('child.pid', 'w').write(str(child.pid))\ntime.sleep(300)\n{}",
-        GRAD_ACCUMULATION
-    );
-    project.write("eval.py", script);
+    project.write("eval.py", waiting_script());
     let started = Instant::now();
     let run = probe(
         &project,
@@ -326,17 +345,7 @@ fn probe_timeout_ends_the_whole_process_group() {
     );
     let report = json(&run);
     assert_eq!(report["stop"], "timeout", "{report:#}");
-    let pid = std::fs::read_to_string(project.path().join("child.pid")).expect("child pid");
-    // Gone, or a zombie waiting for a reaper that is not ours.
-    let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).unwrap_or_default();
-    let state = stat
-        .rsplit(") ")
-        .next()
-        .and_then(|rest| rest.chars().next());
-    assert!(
-        stat.is_empty() || state == Some('Z'),
-        "the child still runs: {stat}"
-    );
+    assert_child_ended(&project.path().join("child.pid"));
 }
 
 #[test]
@@ -384,11 +393,7 @@ fn probe_rejects_a_missing_interpreter_and_bad_options() {
 #[test]
 fn probe_ctrl_c_ends_the_script_and_still_reports() {
     let project = Project::new();
-    let script = format!(
-        "import subprocess, time\nchild = subprocess.Popen(['sleep', '300'])\nopen('child.pid', 'w').write(str(child.pid))\ntime.sleep(300)\n{}",
-        GRAD_ACCUMULATION
-    );
-    project.write("eval.py", script);
+    project.write("eval.py", waiting_script());
     let mut command = project.command();
     command
         .args([
@@ -417,14 +422,5 @@ fn probe_ctrl_c_ends_the_script_and_still_reports() {
     let report = json(&run);
     assert_eq!(report["stop"], "interrupted", "{report:#}");
     assert_eq!(verdict(&report, "TL102", 19)["status"], "not-reached");
-    let pid = std::fs::read_to_string(&pid_file).unwrap();
-    let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).unwrap_or_default();
-    let state = stat
-        .rsplit(") ")
-        .next()
-        .and_then(|rest| rest.chars().next());
-    assert!(
-        stat.is_empty() || state == Some('Z'),
-        "the child still runs: {stat}"
-    );
+    assert_child_ended(&pid_file);
 }

@@ -7,21 +7,8 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
+use common::EVAL_HAZARD;
 use serde_json::{Value, json};
-
-const HAZARD: &str = "\
-import torch
-from torch import nn
-
-model = nn.Linear(8, 1)
-criterion = nn.MSELoss()
-model.eval()
-total = 0
-for step in range(10):
-    x = torch.randn(4, 8)
-    loss = criterion(model(x), torch.randn(4, 1))
-    total += loss
-";
 
 struct Client {
     child: Child,
@@ -40,7 +27,7 @@ impl Client {
     fn start_with(initialization_options: Value, env: &[(&str, &str)]) -> Client {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("train.py");
-        std::fs::write(&path, HAZARD).unwrap();
+        std::fs::write(&path, EVAL_HAZARD).unwrap();
         let uri = url::Url::from_file_path(&path).unwrap().to_string();
         let mut child = Command::new(env!("CARGO_BIN_EXE_torchlint"))
             .arg("server")
@@ -187,7 +174,7 @@ fn range(start: (u64, u64), end: (u64, u64)) -> Value {
 #[test]
 fn open_edit_fix_and_reintroduce() {
     let mut client = Client::start(Value::Null);
-    client.open(HAZARD);
+    client.open(EVAL_HAZARD);
     let (message, found) = client.diagnostics();
     assert_eq!(
         found,
@@ -252,7 +239,7 @@ fn open_edit_fix_and_reintroduce() {
 #[test]
 fn code_action_inserts_a_suppression_that_silences_the_finding() {
     let mut client = Client::start(Value::Null);
-    let text = HAZARD.replace("    total += loss\n", "    total += loss  # running sum\n");
+    let text = EVAL_HAZARD.replace("    total += loss\n", "    total += loss  # running sum\n");
     client.open(&text);
     let (_, found) = client.diagnostics();
     assert!(found.contains(&("TL102".to_owned(), 10, 4)));
@@ -304,7 +291,7 @@ fn code_action_inserts_a_suppression_that_silences_the_finding() {
 #[test]
 fn hover_shows_the_rule_documentation() {
     let mut client = Client::start(Value::Null);
-    client.open(HAZARD);
+    client.open(EVAL_HAZARD);
     client.diagnostics();
     let uri = client.uri.clone();
     let response = client.request(
@@ -326,7 +313,7 @@ fn hover_shows_the_rule_documentation() {
 #[test]
 fn client_settings_select_rules() {
     let mut client = Client::start(json!({ "ignore": ["TL101"] }));
-    client.open(HAZARD);
+    client.open(EVAL_HAZARD);
     let (_, found) = client.diagnostics();
     assert_eq!(found, [("TL102".to_owned(), 10, 4)]);
     client.notify(
@@ -340,7 +327,7 @@ fn client_settings_select_rules() {
 #[test]
 fn config_file_changes_are_picked_up() {
     let mut client = Client::start(Value::Null);
-    client.open(HAZARD);
+    client.open(EVAL_HAZARD);
     let (_, found) = client.diagnostics();
     assert_eq!(found.len(), 2);
     std::fs::write(
@@ -374,7 +361,7 @@ fn close_clears_and_bad_input_is_answered_not_fatal() {
     assert_eq!(response["error"]["code"], -32602, "{response}");
     // Edits to a document that is not open, and out of range edits: ignored or clamped.
     client.change(7, range((0, 0), (0, 0)), "x");
-    client.open(HAZARD);
+    client.open(EVAL_HAZARD);
     client.diagnostics();
     client.change(2, range((400, 3), (900, 0)), "\n# the end\n");
     let (_, found) = client.diagnostics();
@@ -399,7 +386,7 @@ fn close_clears_and_bad_input_is_answered_not_fatal() {
 #[test]
 fn a_client_that_disconnects_ends_the_server() {
     let mut client = Client::start(Value::Null);
-    client.open(HAZARD);
+    client.open(EVAL_HAZARD);
     client.diagnostics();
     let Client {
         mut child, stdin, ..
@@ -423,7 +410,7 @@ fn a_client_that_disconnects_ends_the_server() {
 #[test]
 fn a_rule_that_panics_costs_only_its_own_findings() {
     let mut client = Client::start_with(Value::Null, &[("TORCHLINT_INJECT_PANIC", "TL101")]);
-    client.open(HAZARD);
+    client.open(EVAL_HAZARD);
     let log = client.wait_for(|m| m["method"] == "window/logMessage");
     let text = log["params"]["message"].as_str().unwrap();
     assert!(text.contains("rule TL101 failed"), "{log}");

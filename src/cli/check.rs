@@ -16,8 +16,7 @@ use crate::parse;
 use crate::project::{self, Assumption, ProjectFile};
 use crate::render::{self, OutputFormat, Report};
 use crate::rules::RuleMeta;
-use crate::settings::resolver::Resolver;
-use crate::settings::{CliOverrides, Settings};
+use crate::settings::Settings;
 use crate::source::{self, SourceFile};
 
 enum Outcome {
@@ -32,12 +31,7 @@ enum Outcome {
 
 pub fn run(args: CheckArgs) -> u8 {
     crate::checker::install_panic_hook();
-    let overrides = CliOverrides {
-        select: args.select.clone(),
-        extend_select: args.extend_select.clone(),
-        ignore: args.ignore.clone(),
-    };
-    let resolver = match Resolver::new(overrides, args.config.as_deref()) {
+    let resolver = match args.rules.resolver() {
         Ok(resolver) => Arc::new(resolver),
         Err(error) => {
             print_error(&error.to_string());

@@ -47,13 +47,9 @@ pub enum ColorChoice {
     Never,
 }
 
+/// Which rules run, and the config file: the same for `check` and `probe`.
 #[derive(Debug, Args)]
-pub struct CheckArgs {
-    /// Files or folders to lint; `-` reads from stdin. Defaults to the current folder.
-    pub paths: Vec<PathBuf>,
-    /// The name of the file stdin stands for (for config, per-file ignores and output).
-    #[arg(long, value_name = "PATH")]
-    pub stdin_filename: Option<PathBuf>,
+pub struct RuleSelection {
     /// Rules to enable, replacing the configured selection (codes, prefixes, names or ALL).
     #[arg(long, value_delimiter = ',', value_name = "RULES")]
     pub select: Option<Vec<String>>,
@@ -66,6 +62,31 @@ pub struct CheckArgs {
     /// Use this config file for every file, instead of discovering one per folder.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+}
+
+impl RuleSelection {
+    /// The resolver that turns config files plus these selectors into each file's settings.
+    pub fn resolver(
+        &self,
+    ) -> Result<crate::settings::resolver::Resolver, crate::discovery::FileError> {
+        let overrides = crate::settings::CliOverrides {
+            select: self.select.clone(),
+            extend_select: self.extend_select.clone(),
+            ignore: self.ignore.clone(),
+        };
+        crate::settings::resolver::Resolver::new(overrides, self.config.as_deref())
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Files or folders to lint; `-` reads from stdin. Defaults to the current folder.
+    pub paths: Vec<PathBuf>,
+    /// The name of the file stdin stands for (for config, per-file ignores and output).
+    #[arg(long, value_name = "PATH")]
+    pub stdin_filename: Option<PathBuf>,
+    #[command(flatten)]
+    pub rules: RuleSelection,
     /// How to print findings.
     #[arg(long, value_enum, default_value_t = OutputFormat::Full)]
     pub output_format: OutputFormat,

@@ -5,10 +5,8 @@ use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
 
-use super::{ColorChoice, print_error, use_color};
+use super::{ColorChoice, RuleSelection, print_error, use_color};
 use crate::probe::{self, Options};
-use crate::settings::CliOverrides;
-use crate::settings::resolver::Resolver;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ProbeFormat {
@@ -38,18 +36,9 @@ pub struct ProbeArgs {
     /// Steps to project growth over ("+1.0 MiB per step -> 9.8 GiB after 10,000 steps").
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     pub steps: u64,
-    /// Rules to watch, replacing the configured selection (codes, prefixes, names or ALL).
-    #[arg(long, value_delimiter = ',', value_name = "RULES")]
-    pub select: Option<Vec<String>>,
-    /// Rules not to watch.
-    #[arg(long, value_delimiter = ',', value_name = "RULES")]
-    pub ignore: Vec<String>,
-    /// Rules to watch in addition to the configured selection.
-    #[arg(long, value_delimiter = ',', value_name = "RULES")]
-    pub extend_select: Vec<String>,
-    /// Use this config file instead of discovering one.
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
+    /// Which rules to watch (as in `check`), and the config file.
+    #[command(flatten)]
+    pub rules: RuleSelection,
     /// Also write a self-contained HTML report (memory timeline, hits, verdicts) to this file.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
@@ -84,12 +73,9 @@ pub fn run(args: ProbeArgs) -> u8 {
         print_error("--timeout must be a positive number of seconds");
         return 2;
     }
-    let overrides = CliOverrides {
-        select: args.select.clone(),
-        extend_select: args.extend_select.clone(),
-        ignore: args.ignore.clone(),
-    };
-    let settings = match Resolver::new(overrides, args.config.as_deref())
+    let settings = match args
+        .rules
+        .resolver()
         .and_then(|resolver| resolver.for_file(&args.script))
     {
         Ok(settings) => settings,

@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use super::report::{ProbeReport, Stop, WatchedFinding};
+use super::report::{ProbeReport, WatchedFinding};
 use super::verdict::{Class, Status, fmt_bytes};
 
 /// Colours of the findings' hit markers (and their swatches in the table), in finding order.
@@ -83,7 +83,7 @@ fn run_header(page: &mut String, report: &ProbeReport) {
         report.mechanism.as_ref().unwrap_or(&unknown),
     );
     row(page, "Duration", &format!("{:.1} s", report.duration));
-    row(page, "Run", stop_words(report.stop));
+    row(page, "Run", report.stop.describe());
     if let Some(exit) = &report.exit {
         row(
             page,
@@ -106,16 +106,6 @@ fn run_header(page: &mut String, report: &ProbeReport) {
 
 fn row(page: &mut String, name: &str, value: &str) {
     let _ = writeln!(page, "<dt>{}</dt><dd>{}</dd>", escape(name), escape(value));
-}
-
-fn stop_words(stop: Stop) -> &'static str {
-    match stop {
-        Stop::Complete => "stopped once every watched line had its hits",
-        Stop::ScriptExited => "the script ended by itself",
-        Stop::Timeout => "stopped at the timeout",
-        Stop::Interrupted => "interrupted (Ctrl-C)",
-        Stop::RunnerFailed => "the runner could not start the script",
-    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use codespan_reporting::diagnostic::Severity;
 
 use super::Probed;
-use super::report::{ProbeReport, Stop};
-use super::verdict::Status;
+use super::report::ProbeReport;
+use super::verdict::{Status, fmt_bytes};
 use crate::diagnostic::FileDiagnostics;
 use crate::render::full;
 
@@ -68,8 +68,8 @@ fn write_run(report: &ProbeReport, out: &mut dyn Write) -> io::Result<()> {
             "  device: GPU {} {} ({} total, {} in use before the script)",
             device.index,
             device.name,
-            bytes(device.total),
-            bytes(device.used_before)
+            fmt_bytes(device.total as f64),
+            fmt_bytes(device.used_before as f64)
         )?,
         (None, Some(reason)) => writeln!(out, "  device: none, CPU mode ({reason})")?,
         (None, None) => writeln!(out, "  device: none, CPU mode")?,
@@ -80,7 +80,7 @@ fn write_run(report: &ProbeReport, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
         "  run: {} after {:.1} s",
-        stop_words(report.stop),
+        report.stop.describe(),
         report.duration
     )?;
     if let Some(exit) = &report.exit {
@@ -104,16 +104,6 @@ fn write_run(report: &ProbeReport, out: &mut dyn Write) -> io::Result<()> {
         writeln!(out, "  warning: {error}")?;
     }
     Ok(())
-}
-
-fn stop_words(stop: Stop) -> &'static str {
-    match stop {
-        Stop::Complete => "stopped once every watched line had its hits",
-        Stop::ScriptExited => "the script ended by itself",
-        Stop::Timeout => "stopped at the timeout",
-        Stop::Interrupted => "interrupted (Ctrl-C)",
-        Stop::RunnerFailed => "the runner could not start the script",
-    }
 }
 
 fn write_table(report: &ProbeReport, out: &mut dyn Write) -> io::Result<()> {
@@ -164,20 +154,4 @@ fn write_table(report: &ProbeReport, out: &mut dyn Write) -> io::Result<()> {
 pub fn render_json(report: &ProbeReport, out: &mut dyn Write) -> io::Result<()> {
     serde_json::to_writer_pretty(&mut *out, report).map_err(io::Error::other)?;
     writeln!(out)
-}
-
-/// Bytes in binary units, one decimal.
-pub(crate) fn bytes(value: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut amount = value as f64;
-    let mut unit = 0;
-    while amount >= 1024.0 && unit + 1 < UNITS.len() {
-        amount /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{value} B")
-    } else {
-        format!("{amount:.1} {}", UNITS[unit])
-    }
 }

@@ -75,3 +75,16 @@ pub enum Stop {
     /// The runner could not start the script (no interpreter, runner error).
     RunnerFailed,
 }
+
+impl Stop {
+    /// How the run ended, for people.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Stop::Complete => "stopped once every watched line had its hits",
+            Stop::ScriptExited => "the script ended by itself",
+            Stop::Timeout => "stopped at the timeout",
+            Stop::Interrupted => "interrupted (Ctrl-C)",
+            Stop::RunnerFailed => "the runner could not start the script",
+        }
+    }
+}

@@ -461,10 +461,8 @@ fn resolver_for(client: &ClientSettings) -> Resolver {
         extend_select: Vec::new(),
         ignore: client.ignore.clone(),
     };
-    Resolver::new(overrides.clone(), None).unwrap_or_else(|_| {
-        // Only `--config` can fail here, and the server has none.
-        Resolver::new(CliOverrides::default(), None).expect("a resolver without a config file")
-    })
+    // Only a `--config` file can make this fail, and the server has none.
+    Resolver::new(overrides, None).expect("a resolver without a config file")
 }
 
 fn file_path(uri: &Uri) -> Option<PathBuf> {

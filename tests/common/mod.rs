@@ -109,3 +109,19 @@ pub fn report_skip(test: &str, why: &str) {
     use std::io::Write as _;
     let _ = writeln!(std::io::stderr(), "skipped {test}: {why}");
 }
+
+/// An evaluation loop with grad on that keeps every batch's graph: TL101 at 10:22 (the
+/// forward) and TL102 at 11:5 (`total += loss`). The editor tests' fixture.
+pub const EVAL_HAZARD: &str = "\
+import torch
+from torch import nn
+
+model = nn.Linear(8, 1)
+criterion = nn.MSELoss()
+model.eval()
+total = 0
+for step in range(10):
+    x = torch.randn(4, 8)
+    loss = criterion(model(x), torch.randn(4, 1))
+    total += loss
+";
