@@ -138,7 +138,7 @@ def main() -> int:
 
     ensure_corpus()
 
-    lint_cmd = [str(binary), "check", "--exit-zero", "--output-format", "json", "--quiet", CORPUS_ARG]
+    lint_cmd = [str(binary), "check", "--no-cache", "--exit-zero", "--output-format", "json", "--quiet", CORPUS_ARG]
     parse_cmd = [str(binary), "check", "--parse-only", "--quiet", CORPUS_ARG]
 
     version = subprocess.run([str(binary), "--version"], capture_output=True, text=True).stdout.strip()

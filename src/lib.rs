@@ -5,11 +5,14 @@
 //! (`checker`, `rules`) → diagnostics (`diagnostic`, `suppression`) → renderers (`render`).
 //! `project` resolves what one file cannot know about another. `linter` is the engine API the command line, the editor server and the probe share.
 
+pub mod baseline;
+pub mod cache;
 pub mod checker;
 pub mod cli;
 pub mod diagnostic;
 pub mod discovery;
 pub mod error;
+pub mod fingerprint;
 pub mod linter;
 pub mod parse;
 pub mod probe;

@@ -16,6 +16,7 @@ use std::path::{Component, Path};
 
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use serde::{Deserialize, Serialize};
 use tree_sitter::Node;
 
 use crate::parse::{self, FIELDS, KINDS};
@@ -25,7 +26,7 @@ use crate::semantic::grad::GradMode;
 use crate::semantic::scope::BindingKind;
 
 /// A function of the project: where it is defined and how calls name it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct FunctionKey {
     /// The dotted path of the defining file (`src.pkg.utils`), see [`module_path`].
     pub module: String,
@@ -35,7 +36,7 @@ pub struct FunctionKey {
 }
 
 /// What a finding takes for granted about the rest of the project.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Assumption {
     /// The finding holds if `function` runs with grad enabled. `framework_hook`: a method that
     /// a training framework calls without grad when the class derives from it

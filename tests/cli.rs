@@ -293,6 +293,29 @@ fn statistics_and_quiet() {
 }
 
 #[test]
+fn show_files_lists_what_would_be_linted() {
+    let project = Project::new();
+    project.write("train.py", LOAD);
+    project.write("pkg/model.py", "");
+    project.write("pkg/types.pyi", "");
+    project.write("notes.txt", "");
+    project.write("ignored/skip.py", LOAD);
+    project.write(".gitignore", "ignored/\n");
+    project.write("build/out.py", LOAD);
+    let run = project.run(&["check", "--show-files"]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert_eq!(run.stdout, "pkg/model.py\npkg/types.pyi\ntrain.py\n");
+    assert_eq!(run.stderr, "");
+    // Nothing was linted, so nothing was cached.
+    assert!(!project.path().join(".torchlint_cache").exists());
+
+    let run = project.run(&["check", "--show-files", "train.py", "missing.py"]);
+    assert_eq!(run.code, 2);
+    assert_eq!(run.stdout, "train.py\n");
+    assert!(run.stderr.contains("missing.py"), "{run:#?}");
+}
+
+#[test]
 fn output_file_is_written_whole() {
     let project = Project::new();
     project.write("train.py", LOAD);

@@ -6,14 +6,17 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rayon::prelude::*;
+use rustc_hash::FxHashSet as HashSet;
 
 use super::{CheckArgs, print_error, use_color};
+use crate::baseline::{self, Baseline};
+use crate::cache::{self, Cache, ContentHash};
 use crate::checker::InternalError;
 use crate::diagnostic::FileDiagnostics;
 use crate::discovery::{self, FileError, LintTarget, describe_io_error};
 use crate::linter;
 use crate::parse;
-use crate::project::{self, Assumption, ProjectFile};
+use crate::project::{self, Assumption, FunctionKey, ProjectFile};
 use crate::render::{self, OutputFormat, Report};
 use crate::rules::RuleMeta;
 use crate::settings::Settings;
@@ -55,6 +58,8 @@ pub fn run(args: CheckArgs) -> u8 {
     let mut errors: Vec<FileError> = Vec::new();
     let mut outcomes = Vec::new();
     let mut settings_used: Vec<Arc<Settings>> = Vec::new();
+    let mut cache: Option<Cache> = None;
+    let mut linted_paths: Vec<PathBuf> = Vec::new();
 
     if reads_stdin {
         let name = args
@@ -88,12 +93,25 @@ pub fn run(args: CheckArgs) -> u8 {
         };
         let discovered = discovery::discover(&paths, &resolver);
         errors.extend(discovered.errors);
-        outcomes = discovered
+        if args.show_files {
+            return show_files(&discovered.targets, &errors, args.output_file.as_deref());
+        }
+        if !args.no_cache && !args.parse_only {
+            cache = open_cache(&args, &resolver);
+        }
+        let linted: Vec<(Outcome, Option<ContentHash>)> = discovered
             .targets
             .par_iter()
-            .map(|target| lint_target(target, args.parse_only))
+            .map(|target| lint_target(target, args.parse_only, cache.as_ref()))
             .collect();
-        apply_project_facts(&mut outcomes, &discovered.targets);
+        let hashes: Vec<Option<ContentHash>> = linted.iter().map(|(_, hash)| *hash).collect();
+        outcomes = linted.into_iter().map(|(outcome, _)| outcome).collect();
+        apply_project_facts(&mut outcomes, &discovered.targets, &hashes, cache.as_ref());
+        linted_paths = discovered
+            .targets
+            .iter()
+            .map(|target| display_path(&target.path))
+            .collect();
         for target in &discovered.targets {
             if !settings_used
                 .iter()
@@ -135,6 +153,41 @@ pub fn run(args: CheckArgs) -> u8 {
         return report_errors(&errors, &internal, 0);
     }
 
+    if let Some(cache) = cache
+        && let Err(error) = cache.save()
+        && !args.quiet
+    {
+        eprintln!(
+            "warning: cannot write the result cache in {}: {error} (pass `--no-cache` to skip it)",
+            cache_location(&args, &resolver).display()
+        );
+    }
+
+    let baseline_path = args
+        .baseline
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(baseline::DEFAULT_PATH));
+    if args.write_baseline {
+        return write_baseline(
+            &baseline_path,
+            &files,
+            &linted_paths,
+            &errors,
+            &internal,
+            args.quiet,
+        );
+    }
+    let mut applied = None;
+    if let Some(path) = &args.baseline {
+        match Baseline::read(path) {
+            Ok(baseline) => applied = Some(baseline.apply(path, &mut files, &linted_paths)),
+            Err(error) => {
+                errors.push(error);
+                return report_errors(&errors, &internal, 2);
+            }
+        }
+    }
+
     let rules = enabled_rules(&settings_used);
     let report = Report {
         files: &files,
@@ -171,13 +224,23 @@ pub fn run(args: CheckArgs) -> u8 {
         return report_errors(&errors, &internal, 2);
     }
 
+    if let Some(applied) = &applied
+        && !args.quiet
+    {
+        report_baseline(applied, args.baseline.as_deref().unwrap_or(&baseline_path));
+    }
     let findings_status = if count > 0 && !args.exit_zero { 1 } else { 0 };
     report_errors(&errors, &internal, findings_status)
 }
 
 /// The second pass: drops the findings whose function the other files of the run only call
 /// with grad disabled (`project`).
-fn apply_project_facts(outcomes: &mut [Outcome], targets: &[LintTarget]) {
+fn apply_project_facts(
+    outcomes: &mut [Outcome],
+    targets: &[LintTarget],
+    hashes: &[Option<ContentHash>],
+    cache: Option<&Cache>,
+) {
     let assumptions: Vec<Assumption> = outcomes
         .iter()
         .filter_map(|outcome| match outcome {
@@ -191,17 +254,29 @@ fn apply_project_facts(outcomes: &mut [Outcome], targets: &[LintTarget]) {
         return;
     }
     let displays: Vec<PathBuf> = targets.iter().map(|t| display_path(&t.path)).collect();
-    let files: Vec<ProjectFile<'_>> = targets
-        .iter()
-        .zip(&displays)
-        .map(|(target, display)| ProjectFile {
-            path: &target.path,
-            display,
-            kinds: target.settings.dispatch().kinds(),
-        })
-        .collect();
-    let assumptions: Vec<&Assumption> = assumptions.iter().collect();
-    let no_grad = project::no_grad_functions(&files, &assumptions);
+    // The conclusion depends on every file of the run; it is reused only when none changed.
+    let key = cache.and_then(|_| {
+        let mut files = targets
+            .iter()
+            .zip(&displays)
+            .zip(hashes)
+            .map(|((target, display), hash)| {
+                Some((display.clone(), (*hash)?, target.settings.fingerprint()))
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(cache::project_key(&mut files))
+    });
+    let no_grad: HashSet<FunctionKey> = match (cache, key) {
+        (Some(cache), Some(key)) => match cache.project_facts(key) {
+            Some(no_grad) => no_grad.into_iter().collect(),
+            None => {
+                let no_grad = no_grad_functions(targets, &displays, &assumptions);
+                cache.put_project_facts(key, no_grad.iter().cloned().collect());
+                no_grad
+            }
+        },
+        _ => no_grad_functions(targets, &displays, &assumptions),
+    };
     if no_grad.is_empty() {
         return;
     }
@@ -218,14 +293,81 @@ fn apply_project_facts(outcomes: &mut [Outcome], targets: &[LintTarget]) {
     }
 }
 
-fn lint_target(target: &LintTarget, parse_only: bool) -> Outcome {
-    match std::fs::read(&target.path) {
-        Ok(bytes) => lint_bytes(&target.path, &bytes, &target.settings, parse_only),
-        Err(error) => Outcome::Failed(FileError::new(
-            &target.path,
-            describe_io_error(&target.path, &error),
-        )),
+fn no_grad_functions(
+    targets: &[LintTarget],
+    displays: &[PathBuf],
+    assumptions: &[Assumption],
+) -> HashSet<FunctionKey> {
+    let files: Vec<ProjectFile<'_>> = targets
+        .iter()
+        .zip(displays)
+        .map(|(target, display)| ProjectFile {
+            path: &target.path,
+            display,
+            kinds: target.settings.dispatch().kinds(),
+        })
+        .collect();
+    let assumptions: Vec<&Assumption> = assumptions.iter().collect();
+    project::no_grad_functions(&files, &assumptions)
+}
+
+fn lint_target(
+    target: &LintTarget,
+    parse_only: bool,
+    cache: Option<&Cache>,
+) -> (Outcome, Option<ContentHash>) {
+    let bytes = match std::fs::read(&target.path) {
+        Ok(bytes) => bytes,
+        Err(error) => {
+            let message = describe_io_error(&target.path, &error);
+            return (Outcome::Failed(FileError::new(&target.path, message)), None);
+        }
+    };
+    let hash = cache::content_hash(&bytes);
+    let Some(cache) = cache else {
+        let outcome = lint_bytes(&target.path, &bytes, &target.settings, parse_only);
+        return (outcome, Some(hash));
+    };
+    let shown = display_path(&target.path);
+    if let Some(diagnostics) = cache.get(&target.path, &shown, hash, &target.settings) {
+        let outcome = if diagnostics.is_empty() {
+            Outcome::Clean
+        } else {
+            match read_source(&target.path, &bytes) {
+                Ok(source) => Outcome::Linted {
+                    file: FileDiagnostics {
+                        source: Arc::new(source),
+                        diagnostics,
+                    },
+                    internal_errors: Vec::new(),
+                },
+                Err(error) => Outcome::Failed(error),
+            }
+        };
+        return (outcome, Some(hash));
     }
+    let outcome = lint_bytes(&target.path, &bytes, &target.settings, parse_only);
+    match &outcome {
+        Outcome::Clean => cache.put(&target.path, &shown, hash, &target.settings, &[]),
+        Outcome::Linted {
+            file,
+            internal_errors,
+        } if internal_errors.is_empty() => cache.put(
+            &target.path,
+            &shown,
+            hash,
+            &target.settings,
+            &file.diagnostics,
+        ),
+        _ => cache.forget(&target.path),
+    }
+    (outcome, Some(hash))
+}
+
+/// The text a file's findings point into, as the linter saw it.
+fn read_source(name: &Path, bytes: &[u8]) -> Result<SourceFile, FileError> {
+    let text = source::decode(bytes).map_err(|error| FileError::new(name, error.to_string()))?;
+    Ok(SourceFile::new(display_path(name), text))
 }
 
 fn lint_bytes(name: &Path, bytes: &[u8], settings: &Settings, parse_only: bool) -> Outcome {
@@ -424,5 +566,99 @@ fn report_errors(errors: &[FileError], internal: &[(PathBuf, InternalError)], st
         status
     } else {
         2
+    }
+}
+
+/// `--show-files`: the files a run would lint, one per line, sorted.
+fn show_files(targets: &[LintTarget], errors: &[FileError], output: Option<&Path>) -> u8 {
+    let mut listing = Vec::new();
+    for target in targets {
+        listing.extend_from_slice(display_path(&target.path).to_string_lossy().as_bytes());
+        listing.push(b'\n');
+    }
+    if let Err(error) = emit(&listing, output)
+        && error.kind() != io::ErrorKind::BrokenPipe
+    {
+        print_error(&error.to_string());
+        return 2;
+    }
+    report_errors(errors, &[], 0)
+}
+
+fn cache_location(args: &CheckArgs, resolver: &crate::settings::resolver::Resolver) -> PathBuf {
+    if let Some(folder) = &args.cache_dir {
+        return folder.clone();
+    }
+    let root = resolver
+        .for_folder(Path::new("."))
+        .map(|settings| settings.project_root.clone())
+        .unwrap_or_else(|_| PathBuf::from("."));
+    root.join(cache::FOLDER)
+}
+
+fn open_cache(args: &CheckArgs, resolver: &crate::settings::resolver::Resolver) -> Option<Cache> {
+    Some(Cache::open(&cache_location(args, resolver)))
+}
+
+fn write_baseline(
+    path: &Path,
+    files: &[FileDiagnostics],
+    linted: &[PathBuf],
+    errors: &[FileError],
+    internal: &[(PathBuf, InternalError)],
+    quiet: bool,
+) -> u8 {
+    // Entries of files this run did not lint are kept; a broken existing baseline is replaced.
+    let previous = if path.exists() {
+        Baseline::read(path).unwrap_or_default()
+    } else {
+        Baseline::default()
+    };
+    let baseline = previous.record(path, files, linted);
+    if let Err(error) = write_atomically(path, &baseline.to_json()) {
+        print_error(&format!(
+            "{}: cannot write the baseline: {error}",
+            path.display()
+        ));
+        return 2;
+    }
+    if !quiet {
+        let count = baseline.len();
+        eprintln!(
+            "Wrote {count} {} to {}.",
+            if count == 1 { "finding" } else { "findings" },
+            path.display()
+        );
+    }
+    report_errors(errors, internal, 0)
+}
+
+fn report_baseline(applied: &baseline::Applied, path: &Path) {
+    if applied.known > 0 {
+        eprintln!(
+            "{} {} in the baseline not shown ({}).",
+            applied.known,
+            if applied.known == 1 {
+                "finding"
+            } else {
+                "findings"
+            },
+            path.display()
+        );
+    }
+    if applied.fixed.is_empty() {
+        return;
+    }
+    eprintln!(
+        "{} baseline {} no longer found (fixed); `--write-baseline` drops them:",
+        applied.fixed.len(),
+        if applied.fixed.len() == 1 {
+            "entry is"
+        } else {
+            "entries are"
+        }
+    );
+    for entry in &applied.fixed {
+        eprintln!("  {}: {} `{}`", entry.file, entry.code, entry.source);
     }
 }

@@ -105,6 +105,22 @@ pub struct CheckArgs {
     /// Print only the findings: no summary line.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Report and fail only on findings not recorded in this baseline file.
+    #[arg(long, value_name = "FILE")]
+    pub baseline: Option<PathBuf>,
+    /// Record the current findings in the baseline file (`--baseline`, default
+    /// `torchlint-baseline.json`) instead of reporting them.
+    #[arg(long)]
+    pub write_baseline: bool,
+    /// Print the files that would be linted, and exit.
+    #[arg(long)]
+    pub show_files: bool,
+    /// Neither read nor write the result cache.
+    #[arg(long)]
+    pub no_cache: bool,
+    /// Where the result cache lives (default: `.torchlint_cache` in the project root).
+    #[arg(long, value_name = "DIR", env = "TORCHLINT_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
     /// Discover, read and parse exactly as a normal run, but run no rule (for benchmarks).
     #[arg(long, hide = true)]
     pub parse_only: bool,

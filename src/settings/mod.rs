@@ -14,6 +14,7 @@ use toml::Spanned;
 use toml::de::DeValue;
 
 use crate::error::FileError;
+use crate::rules::meta::Origin;
 use crate::rules::{Dispatch, RuleMeta, RuleRegistry};
 pub use config_file::ConfigFile;
 use selector::{SelectionLayer, Selector};
@@ -60,6 +61,8 @@ pub struct Settings {
     /// The config file these settings came from, if any.
     pub config_path: Option<PathBuf>,
     dispatch: OnceLock<Dispatch>,
+    /// What the findings of a file depend on besides its text, hashed (see [`Settings::fingerprint`]).
+    fingerprint: u128,
 }
 
 impl std::fmt::Debug for Settings {
@@ -283,6 +286,7 @@ impl Settings {
             rule_options.insert(rule.code.clone(), options);
         }
 
+        let fingerprint = fingerprint(config, &root, cli, &registry);
         Ok(Settings {
             registry,
             enabled,
@@ -293,7 +297,15 @@ impl Settings {
             project_root: root,
             config_path: config.map(|c| c.path.clone()),
             dispatch: OnceLock::new(),
+            fingerprint,
         })
+    }
+
+    /// A hash of the effective configuration: the config file, the command-line selection, the
+    /// project root and the user rule packs' files. Two runs whose settings share it produce the
+    /// same findings for the same text (the result cache's key).
+    pub fn fingerprint(&self) -> u128 {
+        self.fingerprint
     }
 
     pub fn enabled_rules(&self) -> &[Arc<RuleMeta>] {
@@ -336,6 +348,32 @@ impl Settings {
             .cloned()
             .or_else(|| rule.option(name).map(|option| option.default.clone()))
     }
+}
+
+fn fingerprint(
+    config: Option<&ConfigFile>,
+    root: &Path,
+    cli: &CliOverrides,
+    registry: &RuleRegistry,
+) -> u128 {
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    let mut part = |bytes: &[u8]| {
+        hasher.update(&(bytes.len() as u64).to_le_bytes());
+        hasher.update(bytes);
+    };
+    if let Some(config) = config {
+        part(config.path.as_os_str().as_encoded_bytes());
+        part(config.text.as_bytes());
+    }
+    part(root.as_os_str().as_encoded_bytes());
+    part(format!("{cli:?}").as_bytes());
+    for rule in registry.iter() {
+        if let Origin::User { path } = &rule.origin {
+            part(path.as_os_str().as_encoded_bytes());
+            part(&std::fs::read(path).unwrap_or_default());
+        }
+    }
+    hasher.digest128()
 }
 
 fn load_packs(folders: &[PathBuf]) -> Result<Arc<RuleRegistry>, Vec<FileError>> {

@@ -1,0 +1,295 @@
+//! The result cache: a second run over unchanged files reads their findings instead of
+//! linting them again.
+//!
+//! Each file's entry is keyed by its path, a hash of its bytes and the fingerprint of its
+//! effective settings (config file, command-line selection, user rule packs); the cache file
+//! as a whole belongs to one torchlint build (version plus the executable's identity), so an
+//! upgrade or a rebuild starts afresh. Entries hold findings *before* the project pass: what
+//! one file's findings owe to other files is recomputed unless the whole run is unchanged
+//! (`ProjectFacts`), so editing a caller in `train.py` re-decides a finding in `utils.py`.
+//!
+//! The cache lives in `.torchlint_cache/` (with a `CACHEDIR.TAG` and a `.gitignore`) at the
+//! project root. It is read once and written once per run, atomically (a temporary file
+//! renamed over the old one), so concurrent runs never see half a file; a cache that cannot be
+//! read or parsed, or was written by another build, is ignored and replaced.
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+
+use crate::diagnostic::{Diagnostic, Fix, Label, Severity};
+use crate::project::{Assumption, FunctionKey};
+use crate::settings::Settings;
+use crate::source::TextRange;
+
+/// The folder's name under the project root.
+pub const FOLDER: &str = ".torchlint_cache";
+
+const CACHEDIR_TAG: &str = "Signature: 8a477f597d28d172789f06886806bc55\n# This file is a cache directory tag created by torchlint.\n# For information about cache directory tags see https://bford.info/cachedir/\n";
+
+/// A hash of a file's bytes.
+pub type ContentHash = u128;
+
+pub fn content_hash(bytes: &[u8]) -> ContentHash {
+    xxhash_rust::xxh3::xxh3_128(bytes)
+}
+
+#[derive(Default, Serialize, Deserialize)]
+struct CacheFile {
+    build: String,
+    /// By absolute path (lossy UTF-8: JSON keys are strings; the content hash still decides).
+    files: HashMap<String, Entry>,
+    project: Option<ProjectFacts>,
+}
+
+#[derive(Clone, Serialize, Deserialize)]
+struct Entry {
+    /// The path findings show: the project pass derives module names from it.
+    shown: PathBuf,
+    content: ContentHash,
+    settings: u128,
+    diagnostics: Vec<CachedDiagnostic>,
+}
+
+/// A [`Diagnostic`] with its rule named by code (looked up again in the settings' registry).
+#[derive(Clone, Serialize, Deserialize)]
+struct CachedDiagnostic {
+    code: String,
+    severity: Severity,
+    message: String,
+    range: TextRange,
+    labels: Vec<Label>,
+    help: Option<String>,
+    fix: Option<Fix>,
+    assumption: Option<Assumption>,
+}
+
+/// The project pass's conclusion for one exact set of files.
+#[derive(Clone, Serialize, Deserialize)]
+struct ProjectFacts {
+    /// A hash of every file's path, content and settings in the run.
+    key: u128,
+    no_grad: Vec<FunctionKey>,
+}
+
+pub struct Cache {
+    file: PathBuf,
+    root: PathBuf,
+    build: String,
+    loaded: CacheFile,
+    updated: Mutex<HashMap<String, Option<Entry>>>,
+    project: Mutex<Option<ProjectFacts>>,
+}
+
+impl Cache {
+    /// Opens the cache in folder `root` (`.torchlint_cache`). A missing, corrupt or foreign
+    /// cache file opens as an empty cache.
+    pub fn open(root: &Path) -> Cache {
+        let root = root.to_owned();
+        let build = build_id();
+        let file = root.join(env!("CARGO_PKG_VERSION")).join("results.json");
+        let loaded = std::fs::read(&file)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<CacheFile>(&bytes).ok())
+            .filter(|cache| cache.build == build)
+            .unwrap_or_default();
+        Cache {
+            file,
+            root,
+            build,
+            loaded,
+            updated: Mutex::new(HashMap::new()),
+            project: Mutex::new(None),
+        }
+    }
+
+    /// The findings recorded for `path` with this content and settings, if any.
+    pub fn get(
+        &self,
+        path: &Path,
+        shown: &Path,
+        content: ContentHash,
+        settings: &Settings,
+    ) -> Option<Vec<Diagnostic>> {
+        let entry = self.loaded.files.get(&key(path))?;
+        if entry.content != content
+            || entry.settings != settings.fingerprint()
+            || entry.shown != shown
+        {
+            return None;
+        }
+        entry
+            .diagnostics
+            .iter()
+            .map(|cached| {
+                let rule = settings.registry.get(&cached.code)?;
+                Some(Diagnostic {
+                    rule: Arc::clone(rule),
+                    severity: cached.severity,
+                    message: cached.message.clone(),
+                    range: cached.range.clone(),
+                    labels: cached.labels.clone(),
+                    help: cached.help.clone(),
+                    fix: cached.fix.clone(),
+                    assumption: cached.assumption.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// Records the findings of a freshly linted file.
+    pub fn put(
+        &self,
+        path: &Path,
+        shown: &Path,
+        content: ContentHash,
+        settings: &Settings,
+        diagnostics: &[Diagnostic],
+    ) {
+        let entry = Entry {
+            shown: shown.to_owned(),
+            content,
+            settings: settings.fingerprint(),
+            diagnostics: diagnostics
+                .iter()
+                .map(|d| CachedDiagnostic {
+                    code: d.rule.code.clone(),
+                    severity: d.severity,
+                    message: d.message.clone(),
+                    range: d.range.clone(),
+                    labels: d.labels.clone(),
+                    help: d.help.clone(),
+                    fix: d.fix.clone(),
+                    assumption: d.assumption.clone(),
+                })
+                .collect(),
+        };
+        self.lock_updated().insert(key(path), Some(entry));
+    }
+
+    /// Forgets a file (it failed to lint, or a rule broke on it: nothing to reuse).
+    pub fn forget(&self, path: &Path) {
+        let path = key(path);
+        if self.loaded.files.contains_key(&path) {
+            self.lock_updated().insert(path, None);
+        }
+    }
+
+    /// The project pass's result for a run whose files hash to `key`.
+    pub fn project_facts(&self, key: u128) -> Option<Vec<FunctionKey>> {
+        let facts = self.loaded.project.as_ref()?;
+        (facts.key == key).then(|| facts.no_grad.clone())
+    }
+
+    pub fn put_project_facts(&self, key: u128, no_grad: Vec<FunctionKey>) {
+        *self.project.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(ProjectFacts { key, no_grad });
+    }
+
+    /// Writes the cache back if this run changed it. Returns why it could not, for a warning.
+    pub fn save(self) -> io::Result<()> {
+        let updated = self.updated.into_inner().unwrap_or_else(|p| p.into_inner());
+        let project = self.project.into_inner().unwrap_or_else(|p| p.into_inner());
+        if updated.is_empty() && project.is_none() {
+            return Ok(());
+        }
+        let mut cache = self.loaded;
+        cache.build = self.build;
+        for (path, entry) in updated {
+            match entry {
+                Some(entry) => cache.files.insert(path, entry),
+                None => cache.files.remove(&path),
+            };
+        }
+        if project.is_some() {
+            cache.project = project;
+        }
+        let folder = self
+            .file
+            .parent()
+            .expect("the cache file is in a version folder");
+        std::fs::create_dir_all(folder)?;
+        write_if_missing(&self.root.join("CACHEDIR.TAG"), CACHEDIR_TAG)?;
+        write_if_missing(
+            &self.root.join(".gitignore"),
+            "# Created by torchlint.\n*\n",
+        )?;
+        let bytes = serde_json::to_vec(&cache).map_err(io::Error::other)?;
+        replace(&self.file, &bytes)
+    }
+
+    pub fn location(&self) -> &Path {
+        &self.root
+    }
+
+    fn lock_updated(&self) -> std::sync::MutexGuard<'_, HashMap<String, Option<Entry>>> {
+        self.updated.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Cache files from another version or another build of this version are not read: a rule
+/// that changed would otherwise replay stale findings. The executable's size and modification
+/// time tell builds apart without hashing the binary.
+fn build_id() -> String {
+    let exe = std::env::current_exe()
+        .and_then(std::fs::metadata)
+        .map(|m| {
+            let modified = m
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_nanos());
+            format!("{}-{modified}", m.len())
+        })
+        .unwrap_or_default();
+    format!("{} {exe}", env!("CARGO_PKG_VERSION"))
+}
+
+fn write_if_missing(path: &Path, content: &str) -> io::Result<()> {
+    if path.exists() {
+        return Ok(());
+    }
+    replace(path, content.as_bytes())
+}
+
+/// Writes a new file beside `path` and renames it over `path`: readers see the old content or
+/// the new, never a mix, whichever run writes last.
+fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let folder = path.parent().unwrap_or(Path::new("."));
+    let mut temporary = tempfile::NamedTempFile::new_in(folder)?;
+    temporary.write_all(bytes)?;
+    // A cache is as readable as the files it describes (tempfile creates files private).
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        temporary
+            .as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    }
+    temporary.persist(path).map_err(|error| error.error)?;
+    Ok(())
+}
+
+fn key(path: &Path) -> String {
+    std::path::absolute(path)
+        .unwrap_or_else(|_| path.to_owned())
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The key of the project pass: every file of the run, its content and its settings.
+pub fn project_key(files: &mut [(PathBuf, ContentHash, u128)]) -> u128 {
+    files.sort();
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    for (path, content, settings) in files.iter() {
+        let path = path.as_os_str().as_encoded_bytes();
+        hasher.update(&(path.len() as u64).to_le_bytes());
+        hasher.update(path);
+        hasher.update(&content.to_le_bytes());
+        hasher.update(&settings.to_le_bytes());
+    }
+    hasher.digest128()
+}

@@ -1,0 +1,238 @@
+//! The result cache: a second run reads unchanged files' findings from `.torchlint_cache`;
+//! anything a finding depends on — the file, another file of the project, the config, the
+//! torchlint build — invalidates it, and a damaged cache heals itself.
+//!
+//! Hits are made visible by editing a cached message: a run that prints the edited message
+//! read the cache, one that prints the real message linted the file.
+
+mod common;
+
+use std::fs;
+use std::path::PathBuf;
+
+use common::{EVAL_HAZARD, Project};
+
+const REAL: &str = "`total` accumulates `loss`";
+const EDITED: &str = "MESSAGE FROM THE CACHE";
+
+fn results(project: &Project) -> PathBuf {
+    project
+        .path()
+        .join(".torchlint_cache")
+        .join(env!("CARGO_PKG_VERSION"))
+        .join("results.json")
+}
+
+/// Rewrites the cached messages of TL102, so that a cache hit shows.
+fn mark_cache(project: &Project) {
+    let path = results(project);
+    let text = fs::read_to_string(&path).expect("a cache file");
+    let marked = text.replace(REAL, EDITED);
+    assert_ne!(marked, text, "the cache holds the finding");
+    fs::write(path, marked).unwrap();
+}
+
+fn check(project: &Project, extra: &[&str]) -> common::Run {
+    let mut args = vec!["check", "--output-format", "concise"];
+    args.extend_from_slice(extra);
+    project.run(&args)
+}
+
+#[test]
+fn an_unchanged_file_is_read_from_the_cache() {
+    let project = Project::new();
+    project.write("eval.py", EVAL_HAZARD);
+    let cold = check(&project, &[]);
+    assert_eq!(cold.code, 1);
+    assert!(cold.stdout.contains(REAL));
+
+    let cache = project.path().join(".torchlint_cache");
+    assert!(
+        fs::read_to_string(cache.join("CACHEDIR.TAG"))
+            .unwrap()
+            .starts_with("Signature: 8a477f597d28d172789f06886806bc55")
+    );
+    assert_eq!(
+        fs::read_to_string(cache.join(".gitignore")).unwrap(),
+        "# Created by torchlint.\n*\n"
+    );
+
+    mark_cache(&project);
+    let warm = check(&project, &[]);
+    assert!(warm.stdout.contains(EDITED), "{warm:#?}");
+    assert_eq!(warm.findings(), cold.findings());
+    assert_eq!(warm.code, 1);
+}
+
+#[test]
+fn no_cache_neither_reads_nor_writes() {
+    let project = Project::new();
+    project.write("eval.py", EVAL_HAZARD);
+    check(&project, &["--no-cache"]);
+    assert!(!project.path().join(".torchlint_cache").exists());
+
+    check(&project, &[]);
+    mark_cache(&project);
+    let run = check(&project, &["--no-cache"]);
+    assert!(run.stdout.contains(REAL), "{run:#?}");
+}
+
+#[test]
+fn a_changed_file_is_linted_again() {
+    let project = Project::new();
+    project.write("eval.py", EVAL_HAZARD);
+    check(&project, &[]);
+    mark_cache(&project);
+    project.write("eval.py", format!("# edited\n{EVAL_HAZARD}"));
+    let run = check(&project, &[]);
+    assert!(run.stdout.contains(REAL), "{run:#?}");
+    assert_eq!(
+        run.findings(),
+        ["eval.py:11:22: TL101", "eval.py:12:5: TL102"]
+    );
+}
+
+#[test]
+fn a_changed_config_or_selection_is_linted_again() {
+    let project = Project::new();
+    project.write("eval.py", EVAL_HAZARD);
+    check(&project, &[]);
+    mark_cache(&project);
+    let run = check(&project, &["--ignore", "TL101"]);
+    assert_eq!(run.findings(), ["eval.py:11:5: TL102"]);
+    assert!(run.stdout.contains(REAL), "{run:#?}");
+
+    check(&project, &[]);
+    mark_cache(&project);
+    project.write("torchlint.toml", "ignore = [\"TL101\"]\n");
+    let run = check(&project, &[]);
+    assert_eq!(run.findings(), ["eval.py:11:5: TL102"]);
+    assert!(run.stdout.contains(REAL), "{run:#?}");
+}
+
+#[test]
+fn a_change_in_a_caller_re_decides_a_cached_finding() {
+    // `evaluate` in metrics.py is flagged only if some caller runs it with grad on: metrics.py
+    // never changes, but its finding follows train.py.
+    let project = Project::new();
+    project.write(
+        "metrics.py",
+        "import torch\n\ndef evaluate(model, loader):\n    model.eval()\n    correct = 0\n    for x, y in loader:\n        correct += (model(x.cuda()).argmax(1) == y.cuda()).sum().item()\n    return correct\n",
+    );
+    let no_grad_caller = "import torch\nfrom metrics import evaluate\n\ndef fit(model, loader):\n    with torch.no_grad():\n        return evaluate(model, loader)\n";
+    let grad_caller = "from metrics import evaluate\n\ndef fit(model, loader):\n    return evaluate(model, loader)\n";
+    let tl101 = |project: &Project| check(project, &["--select", "TL101"]).findings();
+
+    project.write("train.py", no_grad_caller);
+    assert_eq!(tl101(&project), Vec::<String>::new());
+    assert_eq!(tl101(&project), Vec::<String>::new());
+    project.write("train.py", grad_caller);
+    assert_eq!(tl101(&project), ["metrics.py:7:21: TL101"]);
+    assert_eq!(tl101(&project), ["metrics.py:7:21: TL101"]);
+    project.write("train.py", no_grad_caller);
+    assert_eq!(tl101(&project), Vec::<String>::new());
+}
+
+#[test]
+fn a_corrupt_or_foreign_cache_is_replaced() {
+    let project = Project::new();
+    project.write("eval.py", EVAL_HAZARD);
+    let expected = check(&project, &[]).stdout;
+
+    for damage in [
+        b"\x00\xffnot json at all".to_vec(),
+        b"{\"build\": \"0.0.1 other\", \"files\": {}}".to_vec(),
+        Vec::new(),
+    ] {
+        fs::write(results(&project), damage).unwrap();
+        let run = check(&project, &[]);
+        assert_eq!(run.stdout, expected);
+        assert_eq!(run.stderr, "");
+        let healed: serde_json::Value =
+            serde_json::from_slice(&fs::read(results(&project)).unwrap()).expect("valid again");
+        assert_eq!(healed["files"].as_object().unwrap().len(), 1);
+    }
+
+    // A cache from another build of torchlint holds stale findings: it is not read.
+    check(&project, &[]);
+    mark_cache(&project);
+    let text = fs::read_to_string(results(&project)).unwrap();
+    let mut cache: serde_json::Value = serde_json::from_str(&text).unwrap();
+    cache["build"] = "0.0.1 another build".into();
+    fs::write(results(&project), cache.to_string()).unwrap();
+    let run = check(&project, &[]);
+    assert!(run.stdout.contains(REAL), "{run:#?}");
+}
+
+#[test]
+fn concurrent_runs_leave_a_valid_cache() {
+    let project = Project::new();
+    for i in 0..20 {
+        project.write(&format!("m{i}.py"), EVAL_HAZARD);
+    }
+    let children: Vec<_> = (0..6)
+        .map(|_| {
+            project
+                .command()
+                .args(["check", "--output-format", "concise", "."])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let output = child.wait_with_output().unwrap();
+        assert_eq!(output.status.code(), Some(1));
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout)
+                .matches("TL102")
+                .count(),
+            20
+        );
+        assert_eq!(String::from_utf8_lossy(&output.stderr), "");
+    }
+    let cache: serde_json::Value =
+        serde_json::from_slice(&fs::read(results(&project)).unwrap()).expect("one whole file");
+    assert_eq!(cache["files"].as_object().unwrap().len(), 20);
+    let leftovers: Vec<_> = fs::read_dir(results(&project).parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(leftovers, ["results.json"]);
+}
+
+#[test]
+fn an_unwritable_cache_warns_and_still_lints() {
+    let project = Project::new();
+    project.write("eval.py", EVAL_HAZARD);
+    // A file where the cache folder should be: nothing can be written under it.
+    project.write("blocked", "");
+    let run = check(&project, &["--cache-dir", "blocked/cache"]);
+    assert_eq!(run.code, 1);
+    assert_eq!(
+        run.findings(),
+        ["eval.py:10:22: TL101", "eval.py:11:5: TL102"]
+    );
+    assert!(
+        run.stderr
+            .starts_with("warning: cannot write the result cache in blocked/cache:"),
+        "{run:#?}"
+    );
+    assert!(run.stderr.contains("--no-cache"), "{run:#?}");
+}
+
+#[test]
+fn cache_dir_moves_the_cache() {
+    let project = Project::new();
+    project.write("eval.py", EVAL_HAZARD);
+    let run = project
+        .command()
+        .args(["check", "-q", "eval.py"])
+        .env("TORCHLINT_CACHE_DIR", project.path().join("elsewhere"))
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(1));
+    assert!(project.path().join("elsewhere/CACHEDIR.TAG").exists());
+    assert!(!project.path().join(".torchlint_cache").exists());
+}
