@@ -8,7 +8,7 @@ use std::io::{self, Write};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use super::{Report, span};
+use super::{Report, cell_note, span};
 use crate::diagnostic::Severity;
 
 #[derive(Serialize)]
@@ -53,7 +53,12 @@ pub fn render(report: &Report<'_>, out: &mut dyn Write) -> io::Result<()> {
             }
             hash.update(occurrence.to_le_bytes());
             Issue {
-                description: format!("{}: {}", diagnostic.code(), diagnostic.message),
+                description: format!(
+                    "{}: {}{}",
+                    diagnostic.code(),
+                    diagnostic.message,
+                    cell_note(&start)
+                ),
                 check_name: diagnostic.code(),
                 fingerprint: hash
                     .finalize()
