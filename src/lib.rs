@@ -1,7 +1,7 @@
 //! torchlint: a static linter for the memory hazards of PyTorch training code.
 //!
 //! The pipeline, each stage consuming the previous one's output: discovery (`discovery`) →
-//! source text (`source`) → parse (`parse`) → semantic model (`semantic`) → rules
+//! source text (`source`, `notebook`) → parse (`parse`) → semantic model (`semantic`) → rules
 //! (`checker`, `rules`) → diagnostics (`diagnostic`, `suppression`) → renderers (`render`).
 //! `project` resolves what one file cannot know about another. `linter` is the engine API the command line, the editor server and the probe share.
 
@@ -14,6 +14,7 @@ pub mod discovery;
 pub mod error;
 pub mod fingerprint;
 pub mod linter;
+pub mod notebook;
 pub mod parse;
 pub mod probe;
 pub mod project;

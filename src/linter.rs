@@ -18,12 +18,13 @@ use crate::suppression::Suppressions;
 /// The code of the engine's own syntax-error rule.
 pub const SYNTAX_ERROR: &str = "TL001";
 
-/// The kinds of files torchlint reads. Notebooks (`.ipynb`) join here as their own kind: they
-/// are turned into Python text plus a cell map before they reach [`lint_source`].
+/// The kinds of files torchlint reads. Notebooks are turned into Python text plus a cell map
+/// (`notebook`) before they reach [`lint_source`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SourceKind {
     Python,
     Stub,
+    Notebook,
 }
 
 impl SourceKind {
@@ -31,6 +32,7 @@ impl SourceKind {
         match path.extension()?.to_str()? {
             "py" => Some(SourceKind::Python),
             "pyi" => Some(SourceKind::Stub),
+            "ipynb" => Some(SourceKind::Notebook),
             _ => None,
         }
     }

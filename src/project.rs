@@ -19,6 +19,7 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use serde::{Deserialize, Serialize};
 use tree_sitter::Node;
 
+use crate::linter::SourceKind;
 use crate::parse::{self, FIELDS, KINDS};
 use crate::semantic::SemanticModel;
 use crate::semantic::analysis::Analysis;
@@ -71,6 +72,7 @@ pub fn module_path(path: &Path) -> String {
         && let Some(stem) = last
             .strip_suffix(".py")
             .or_else(|| last.strip_suffix(".pyi"))
+            .or_else(|| last.strip_suffix(".ipynb"))
     {
         *last = stem.to_owned();
     }
@@ -252,7 +254,12 @@ fn call_sites(file: &ProjectFile<'_>, names: &[String]) -> Vec<(Target, SiteMode
     let Ok(bytes) = std::fs::read(file.path) else {
         return Vec::new();
     };
-    let Ok(text) = crate::source::decode(&bytes) else {
+    let text = if SourceKind::from_path(file.path) == Some(SourceKind::Notebook) {
+        crate::notebook::python_text(&bytes)
+    } else {
+        crate::source::decode(&bytes).ok()
+    };
+    let Some(text) = text else {
         return Vec::new();
     };
     let wanted: Vec<&String> = names
@@ -373,6 +380,7 @@ mod tests {
         assert_eq!(module_path(Path::new("src/pkg/utils.py")), "src.pkg.utils");
         assert_eq!(module_path(Path::new("./pkg/__init__.py")), "pkg");
         assert_eq!(module_path(Path::new("train.py")), "train");
+        assert_eq!(module_path(Path::new("nb/explore.ipynb")), "nb.explore");
     }
 
     #[test]

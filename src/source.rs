@@ -1,4 +1,5 @@
-//! Source text: decoding bytes into text and mapping byte offsets to rows and columns.
+//! Source text: decoding bytes into text and mapping byte offsets to rows and columns (and, in
+//! a notebook, to cells).
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -13,6 +14,35 @@ pub struct SourceFile {
     name: PathBuf,
     text: String,
     line_starts: Vec<usize>,
+    /// In a notebook, where each code cell's text starts; `None` for a plain file.
+    cells: Option<Vec<CellStart>>,
+}
+
+/// A code cell of a notebook inside the concatenated text the linter reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CellStart {
+    /// 1-based, counting every cell of the notebook (markdown too), as Jupyter shows them.
+    number: usize,
+    offset: usize,
+    /// 0-based index of the cell's first line in the concatenated text.
+    first_line: usize,
+}
+
+/// A code cell of a notebook, as [`SourceFile::notebook`] receives them: its 1-based number
+/// and the byte offset where its text starts in the concatenated text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cell {
+    pub number: usize,
+    pub offset: usize,
+}
+
+/// A position as the user sees it: in a notebook, the cell and the row within that cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct DisplayLocation {
+    /// The 1-based cell number; `None` for a plain file.
+    pub cell: Option<usize>,
+    pub row: usize,
+    pub column: usize,
 }
 
 /// A 1-based row and a 1-based column counted in Unicode scalar values (Ruff's convention).
@@ -29,7 +59,33 @@ impl SourceFile {
             name: name.into(),
             text,
             line_starts,
+            cells: None,
         }
+    }
+
+    /// A notebook's code cells concatenated into one text; `cells` says where each starts (in
+    /// order, the first at offset 0). Rows and columns stay those of the concatenated text:
+    /// only [`SourceFile::display_location`] speaks of cells.
+    pub fn notebook(name: impl Into<PathBuf>, text: String, cells: &[Cell]) -> Self {
+        let mut file = SourceFile::new(name, text);
+        let mut starts: Vec<CellStart> = Vec::with_capacity(cells.len());
+        for cell in cells {
+            // Out-of-order or out-of-range starts would break the binary searches: drop them.
+            let after_previous = starts.last().is_none_or(|last| last.offset < cell.offset);
+            if after_previous && cell.offset <= file.text.len() {
+                starts.push(CellStart {
+                    number: cell.number,
+                    offset: cell.offset,
+                    first_line: file.line_index(cell.offset),
+                });
+            }
+        }
+        file.cells = Some(starts);
+        file
+    }
+
+    pub fn is_notebook(&self) -> bool {
+        self.cells.is_some()
     }
 
     pub fn name(&self) -> &Path {
@@ -73,6 +129,72 @@ impl SourceFile {
             row: line + 1,
             column: self.text[start..offset].chars().count() + 1,
         }
+    }
+
+    /// Where `offset` is shown: for a notebook, its cell and the row within the cell; for a
+    /// plain file, the same row and column as [`SourceFile::location`].
+    pub fn display_location(&self, offset: usize) -> DisplayLocation {
+        let Some(cell) = self.cell_at(offset) else {
+            let location = self.location(offset);
+            return DisplayLocation {
+                cell: None,
+                row: location.row,
+                column: location.column,
+            };
+        };
+        // Past the cell's last line break lies the next cell, or at the notebook's end no line
+        // at all: such offsets are shown at the end of the cell's last line.
+        let location = self.location(offset.min(self.cell_content_end(cell)));
+        DisplayLocation {
+            cell: Some(cell.number),
+            row: location.row.saturating_sub(cell.first_line).max(1),
+            column: location.column,
+        }
+    }
+
+    /// Where a range starts and ends as the user sees it. In a notebook the end is kept in the
+    /// start's cell: a range that runs on into the next cell is cut at the cell's end.
+    pub fn display_span(&self, range: &TextRange) -> (DisplayLocation, DisplayLocation) {
+        let end = match self.cell_at(range.start) {
+            Some(cell) => range.end.min(self.cell_content_end(cell)).max(range.start),
+            None => range.end,
+        };
+        (
+            self.display_location(range.start),
+            self.display_location(end),
+        )
+    }
+
+    /// The 1-based number and byte range of each code cell of a notebook, in order; nothing for
+    /// a plain file. A cell's range runs to the next cell's start, so it ends with its last
+    /// line break.
+    pub fn cell_ranges(&self) -> impl Iterator<Item = (usize, TextRange)> + '_ {
+        let cells = self.cells.as_deref().unwrap_or_default();
+        cells
+            .iter()
+            .map(|cell| (cell.number, self.cell_range(cell)))
+    }
+
+    fn cell_range(&self, cell: &CellStart) -> TextRange {
+        let cells = self.cells.as_deref().unwrap_or_default();
+        let index = cells.partition_point(|other| other.offset <= cell.offset);
+        let end = cells.get(index).map_or(self.text.len(), |next| next.offset);
+        cell.offset..end
+    }
+
+    /// The end of the cell's last line, before its line break.
+    fn cell_content_end(&self, cell: &CellStart) -> usize {
+        let range = self.cell_range(cell);
+        let last = range.end.saturating_sub(1).max(range.start);
+        self.line_range(self.line_index(last)).end.max(range.start)
+    }
+
+    fn cell_at(&self, offset: usize) -> Option<&CellStart> {
+        let cells = self.cells.as_deref()?;
+        let index = cells
+            .partition_point(|cell| cell.offset <= offset)
+            .checked_sub(1)?;
+        cells.get(index)
     }
 
     /// Byte offset of a 1-based row and column; clamps to the line's end.
@@ -250,6 +372,44 @@ mod tests {
         assert_eq!(file.location(b), Location { row: 2, column: 1 });
         assert_eq!(file.location(c), Location { row: 3, column: 1 });
         assert_eq!(&file.text()[file.line_range(0)], "a = 1");
+    }
+
+    #[test]
+    fn notebook_locations_are_cell_relative() {
+        // Cells 2 and 4 of a notebook (1 and 3 are markdown).
+        let text = "a = 1\nb = 2\nc = 'é'\n".to_owned();
+        let cells = [
+            Cell {
+                number: 2,
+                offset: 0,
+            },
+            Cell {
+                number: 4,
+                offset: 12,
+            },
+        ];
+        let file = SourceFile::notebook("nb.ipynb", text, &cells);
+        let at = |cell, row, column| DisplayLocation {
+            cell: Some(cell),
+            row,
+            column,
+        };
+        let b = file.text().find('b').unwrap();
+        assert_eq!(file.display_location(b), at(2, 2, 1));
+        assert_eq!(file.location(b), Location { row: 2, column: 1 });
+        assert_eq!(file.display_location(12), at(4, 1, 1));
+        // The end of the text is shown at the end of the last cell's last line.
+        assert_eq!(file.display_location(file.text().len()), at(4, 1, 8));
+        // A range running into the next cell ends with its own cell.
+        let (start, end) = file.display_span(&(b..file.text().len()));
+        assert_eq!((start, end), (at(2, 2, 1), at(2, 2, 6)));
+        assert_eq!(
+            file.cell_ranges().collect::<Vec<_>>(),
+            [(2, 0..12), (4, 12..file.text().len())]
+        );
+        let plain = SourceFile::new("x.py", "a\nb\n".into());
+        assert_eq!(plain.display_location(2).cell, None);
+        assert_eq!(plain.display_location(2).row, 2);
     }
 
     #[test]

@@ -14,7 +14,8 @@ use crate::cache::{self, Cache, ContentHash};
 use crate::checker::InternalError;
 use crate::diagnostic::FileDiagnostics;
 use crate::discovery::{self, FileError, LintTarget, describe_io_error};
-use crate::linter;
+use crate::linter::{self, SourceKind};
+use crate::notebook;
 use crate::parse;
 use crate::project::{self, Assumption, FunctionKey, ProjectFile};
 use crate::render::{self, OutputFormat, Report};
@@ -371,19 +372,25 @@ fn read_source(name: &Path, bytes: &[u8]) -> Result<SourceFile, FileError> {
 }
 
 fn lint_bytes(name: &Path, bytes: &[u8], settings: &Settings, parse_only: bool) -> Outcome {
-    let text = match source::decode(bytes) {
-        Ok(text) => text,
-        Err(error) => {
-            return Outcome::Failed(FileError::new(name, error.to_string()));
+    let source = if SourceKind::from_path(name) == Some(SourceKind::Notebook) {
+        match notebook::source_file(&display_path(name), bytes) {
+            Ok(Some(source)) => source,
+            // Another kernel language, or no code cells: nothing to lint.
+            Ok(None) => return Outcome::Clean,
+            Err(message) => return Outcome::Failed(FileError::new(name, message)),
+        }
+    } else {
+        match source::decode(bytes) {
+            Ok(text) => SourceFile::new(display_path(name), text),
+            Err(error) => return Outcome::Failed(FileError::new(name, error.to_string())),
         }
     };
     if parse_only {
-        if parse::check_parsable(&text).is_ok() {
-            let _tree = parse::parse(&text, None);
+        if parse::check_parsable(source.text()).is_ok() {
+            let _tree = parse::parse(source.text(), None);
         }
         return Outcome::Parsed;
     }
-    let source = SourceFile::new(display_path(name), text);
     let (_tree, outcome) = linter::lint_source(&source, settings);
     if outcome.diagnostics.is_empty() && outcome.internal_errors.is_empty() {
         // Nothing to show: drop the text now rather than holding every file in memory.

@@ -1,8 +1,9 @@
-//! `path:line:col: CODE message`, one finding per line.
+//! `path:line:col: CODE message`, one finding per line; in a notebook
+//! `path:cell N:line L:col: CODE message`.
 
 use std::io::{self, Write};
 
-use super::{Report, span};
+use super::{Report, position, span};
 
 pub fn render(report: &Report<'_>, color: bool, out: &mut dyn Write) -> io::Result<()> {
     let (bold, red, reset) = if color {
@@ -14,10 +15,9 @@ pub fn render(report: &Report<'_>, color: bool, out: &mut dyn Write) -> io::Resu
         let (start, _) = span(source, diagnostic);
         writeln!(
             out,
-            "{bold}{}{reset}:{}:{}: {red}{}{reset} {}",
+            "{bold}{}{reset}:{}: {red}{}{reset} {}",
             source.name().display(),
-            start.row,
-            start.column,
+            position(&start),
             diagnostic.code(),
             diagnostic.message
         )?;

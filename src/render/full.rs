@@ -1,6 +1,8 @@
 //! Rich terminal output: each finding with its source snippet, labels and help, rendered by
-//! codespan-reporting.
+//! codespan-reporting. A notebook's cells are shown as files of their own, with their own
+//! line numbers.
 
+use std::borrow::Cow;
 use std::io::{self, Write};
 use std::ops::Range;
 
@@ -11,11 +13,113 @@ use termcolor::{Buffer, WriteColor};
 
 use super::Report;
 use crate::diagnostic::{Applicability, Diagnostic, FileDiagnostics};
+use crate::source::SourceFile;
 
-/// The files of a report, as codespan sees them; the line index is the one `SourceFile`
-/// already built.
+/// What codespan shows as one file: a whole source file, or one cell of a notebook, named
+/// `nb.ipynb:cell 4` and holding only that cell's text, so that the header (`nb.ipynb:cell 4:2:5`)
+/// and the gutter count the cell's lines.
+struct View<'a> {
+    name: String,
+    text: &'a str,
+    /// Where `text` starts in the source's text.
+    base: usize,
+    /// Where each line of `text` starts (relative to `base`).
+    line_starts: Cow<'a, [usize]>,
+}
+
+/// The views of a report's files, in order: one per plain file, one per cell of a notebook.
 struct FileDb<'a> {
-    files: &'a [FileDiagnostics],
+    views: Vec<View<'a>>,
+    /// For each file of the report, the index of its first view.
+    first_view: Vec<usize>,
+}
+
+impl<'a> FileDb<'a> {
+    fn new(files: &'a [FileDiagnostics]) -> Self {
+        let mut views = Vec::new();
+        let mut first_view = Vec::with_capacity(files.len());
+        for file in files {
+            first_view.push(views.len());
+            let source = &*file.source;
+            let name = source.name().display().to_string();
+            let before = views.len();
+            views.extend(
+                source
+                    .cell_ranges()
+                    .map(|(number, range)| cell_view(source, &name, number, range)),
+            );
+            if views.len() == before {
+                views.push(View {
+                    name,
+                    text: source.text(),
+                    base: 0,
+                    line_starts: Cow::Borrowed(source.line_starts()),
+                });
+            }
+        }
+        FileDb { views, first_view }
+    }
+
+    /// The view holding a range of file `file`'s text, and the range within that view.
+    fn locate(&self, file: usize, range: &Range<usize>) -> Option<(usize, Range<usize>)> {
+        let first = *self.first_view.get(file)?;
+        let end = self
+            .first_view
+            .get(file + 1)
+            .copied()
+            .unwrap_or(self.views.len());
+        let views = self.views.get(first..end)?;
+        let index = views
+            .partition_point(|view| view.base <= range.start)
+            .saturating_sub(1);
+        let view = views.get(index)?;
+        // A range running on past its cell is cut at the cell's end.
+        let start = range.start.saturating_sub(view.base).min(view.text.len());
+        let end = range
+            .end
+            .saturating_sub(view.base)
+            .clamp(start, view.text.len());
+        Some((first + index, start..end))
+    }
+
+    /// The diagnostic with each label moved into the view that holds it.
+    fn localize(&self, diagnostic: &Rendered<usize>) -> Rendered<usize> {
+        let mut diagnostic = diagnostic.clone();
+        for label in &mut diagnostic.labels {
+            if let Some((view, range)) = self.locate(label.file_id, &label.range) {
+                label.file_id = view;
+                label.range = range;
+            }
+        }
+        diagnostic
+    }
+
+    fn view(&self, id: usize) -> Result<&View<'a>, Error> {
+        self.views.get(id).ok_or(Error::FileMissing)
+    }
+}
+
+fn cell_view<'a>(
+    source: &'a SourceFile,
+    name: &str,
+    number: usize,
+    range: Range<usize>,
+) -> View<'a> {
+    let starts = source.line_starts();
+    let first = starts.partition_point(|&start| start < range.start);
+    let last = starts.partition_point(|&start| start <= range.end);
+    let line_starts = starts
+        .get(first..last)
+        .unwrap_or_default()
+        .iter()
+        .map(|start| start - range.start)
+        .collect();
+    View {
+        name: format!("{name}:cell {number}"),
+        text: source.text().get(range.clone()).unwrap_or_default(),
+        base: range.start,
+        line_starts: Cow::Owned(line_starts),
+    }
 }
 
 impl<'a> Files<'a> for FileDb<'a> {
@@ -24,31 +128,31 @@ impl<'a> Files<'a> for FileDb<'a> {
     type Source = &'a str;
 
     fn name(&'a self, id: usize) -> Result<String, Error> {
-        let file = self.files.get(id).ok_or(Error::FileMissing)?;
-        Ok(file.source.name().display().to_string())
+        Ok(self.view(id)?.name.clone())
     }
 
     fn source(&'a self, id: usize) -> Result<&'a str, Error> {
-        let file = self.files.get(id).ok_or(Error::FileMissing)?;
-        Ok(file.source.text())
+        Ok(self.view(id)?.text)
     }
 
     fn line_index(&'a self, id: usize, byte_index: usize) -> Result<usize, Error> {
-        let file = self.files.get(id).ok_or(Error::FileMissing)?;
-        Ok(file.source.line_index(byte_index))
+        let starts = &self.view(id)?.line_starts;
+        Ok(starts
+            .partition_point(|&start| start <= byte_index)
+            .saturating_sub(1))
     }
 
     fn line_range(&'a self, id: usize, line_index: usize) -> Result<Range<usize>, Error> {
-        let file = self.files.get(id).ok_or(Error::FileMissing)?;
-        let starts = file.source.line_starts();
+        let view = self.view(id)?;
+        let starts = &view.line_starts;
         let start = *starts.get(line_index).ok_or(Error::LineTooLarge {
             given: line_index,
-            max: starts.len() - 1,
+            max: starts.len().saturating_sub(1),
         })?;
         let end = starts
             .get(line_index + 1)
             .copied()
-            .unwrap_or(file.source.text().len());
+            .unwrap_or(view.text.len());
         Ok(start..end)
     }
 }
@@ -67,15 +171,15 @@ pub fn render(report: &Report<'_>, color: bool, out: &mut dyn Write) -> io::Resu
     emit(report.files, &rendered, color, out)
 }
 
-/// Writes codespan diagnostics whose file ids index `files` (the probe adds its own notes to
-/// the findings before they get here).
+/// Writes codespan diagnostics whose file ids index `files` and whose ranges are offsets in
+/// those files' texts (the probe adds its own notes to the findings before they get here).
 pub(crate) fn emit(
     files: &[FileDiagnostics],
     rendered: &[Rendered<usize>],
     color: bool,
     out: &mut dyn Write,
 ) -> io::Result<()> {
-    let db = FileDb { files };
+    let db = FileDb::new(files);
     let config = Config::default();
     let mut buffer = if color {
         Buffer::ansi()
@@ -83,7 +187,7 @@ pub(crate) fn emit(
         Buffer::no_color()
     };
     for diagnostic in rendered {
-        term::emit_to_write_style(&mut buffer, &config, &db, diagnostic)
+        term::emit_to_write_style(&mut buffer, &config, &db, &db.localize(diagnostic))
             .map_err(io::Error::other)?;
     }
     buffer.reset()?;

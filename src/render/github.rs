@@ -2,7 +2,7 @@
 
 use std::io::{self, Write};
 
-use super::{Report, span};
+use super::{Report, position, span};
 use crate::diagnostic::Severity;
 
 pub fn render(report: &Report<'_>, out: &mut dyn Write) -> io::Result<()> {
@@ -27,10 +27,10 @@ pub fn render(report: &Report<'_>, out: &mut dyn Write) -> io::Result<()> {
             start.column,
             end.row,
             end.column,
+            // The line is the cell's in a notebook: the message names the cell.
             escape_data(&format!(
-                "{path}:{}:{}: {} {}",
-                start.row,
-                start.column,
+                "{path}:{}: {} {}",
+                position(&start),
                 diagnostic.code(),
                 diagnostic.message
             )),

@@ -6,7 +6,7 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use super::{Report, span};
+use super::{Report, cell_note, span};
 use crate::diagnostic::Severity;
 use crate::fingerprint::Fingerprinter;
 
@@ -40,7 +40,12 @@ pub fn render(report: &Report<'_>, out: &mut dyn Write) -> io::Result<()> {
             let path = source.name().display().to_string();
             let fingerprint = fingerprints.fingerprint(&path, source, diagnostic);
             Issue {
-                description: format!("{}: {}", diagnostic.code(), diagnostic.message),
+                description: format!(
+                    "{}: {}{}",
+                    diagnostic.code(),
+                    diagnostic.message,
+                    cell_note(&start)
+                ),
                 check_name: diagnostic.code(),
                 fingerprint: fingerprint.hash,
                 severity: match diagnostic.severity() {

@@ -1,5 +1,6 @@
 //! A JSON array with Ruff's field names (`code`, `message`, `filename`, `location`,
-//! `end_location`, `fix`, `url`, `noqa_row`, `cell`), plus `name` and `severity`.
+//! `end_location`, `fix`, `url`, `noqa_row`, `cell`), plus `name` and `severity`. In a
+//! notebook, as in Ruff, `cell` is the 1-based cell number and every row is the cell's.
 
 use std::io::{self, Write};
 
@@ -7,7 +8,7 @@ use serde::Serialize;
 
 use super::{Report, absolute, span};
 use crate::diagnostic::{Applicability, Severity};
-use crate::source::{Location, SourceFile};
+use crate::source::{DisplayLocation, SourceFile};
 
 #[derive(Serialize)]
 struct JsonDiagnostic<'a> {
@@ -30,8 +31,8 @@ struct JsonLocation {
     row: usize,
 }
 
-impl From<Location> for JsonLocation {
-    fn from(location: Location) -> Self {
+impl From<DisplayLocation> for JsonLocation {
+    fn from(location: DisplayLocation) -> Self {
         JsonLocation {
             column: location.column,
             row: location.row,
@@ -59,7 +60,7 @@ pub fn render(report: &Report<'_>, out: &mut dyn Write) -> io::Result<()> {
         .map(|(source, diagnostic)| {
             let (start, end) = span(source, diagnostic);
             JsonDiagnostic {
-                cell: None,
+                cell: start.cell,
                 code: diagnostic.code(),
                 end_location: end.into(),
                 filename: absolute(source.name()).display().to_string(),
@@ -90,5 +91,5 @@ pub fn render(report: &Report<'_>, out: &mut dyn Write) -> io::Result<()> {
 }
 
 fn location(source: &SourceFile, offset: usize) -> JsonLocation {
-    source.location(offset).into()
+    source.display_location(offset).into()
 }

@@ -3,7 +3,7 @@
 
 use std::io::{self, Write};
 
-use super::{Report, span};
+use super::{Report, position, span};
 
 pub fn render(report: &Report<'_>, out: &mut dyn Write) -> io::Result<()> {
     let total = report.count();
@@ -37,22 +37,19 @@ pub fn render(report: &Report<'_>, out: &mut dyn Write) -> io::Result<()> {
         )?;
         for diagnostic in &file.diagnostics {
             let (start, _) = span(&file.source, diagnostic);
+            let position = position(&start);
             writeln!(
                 out,
-                r#"    <testcase name="{} ({}) at {}:{}" classname="{path}" file="{path}" line="{}">"#,
+                r#"    <testcase name="{} ({}) at {position}" classname="{path}" file="{path}" line="{}">"#,
                 diagnostic.code(),
                 escape(&diagnostic.rule.name),
-                start.row,
-                start.column,
                 start.row
             )?;
             writeln!(
                 out,
-                r#"      <failure message="{}" type="{}">{path}:{}:{}: {} {}</failure>"#,
+                r#"      <failure message="{}" type="{}">{path}:{position}: {} {}</failure>"#,
                 escape(&diagnostic.message),
                 diagnostic.code(),
-                start.row,
-                start.column,
                 diagnostic.code(),
                 escape(&diagnostic.message)
             )?;

@@ -17,13 +17,13 @@ use clap::ValueEnum;
 
 use crate::diagnostic::{Diagnostic, FileDiagnostics};
 use crate::rules::RuleMeta;
-use crate::source::{Location, SourceFile};
+use crate::source::{DisplayLocation, SourceFile};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum OutputFormat {
     /// Source snippets with labels and help (codespan-reporting).
     Full,
-    /// One line per finding: `path:line:col: CODE message`.
+    /// One line per finding: `path:line:col: CODE message` (`path:cell N:line L:col` in notebooks).
     Concise,
     /// A JSON array with Ruff's field names.
     Json,
@@ -75,12 +75,27 @@ pub fn render(
     }
 }
 
-/// Start and end of a diagnostic as rows and columns.
-fn span(source: &SourceFile, diagnostic: &Diagnostic) -> (Location, Location) {
-    (
-        source.location(diagnostic.range.start),
-        source.location(diagnostic.range.end),
-    )
+/// Start and end of a diagnostic as the user sees them (in a notebook: cell-relative rows).
+fn span(source: &SourceFile, diagnostic: &Diagnostic) -> (DisplayLocation, DisplayLocation) {
+    source.display_span(&diagnostic.range)
+}
+
+/// `row:column`, or `cell N:line row:column` in a notebook, as concise output shows it after
+/// the path.
+fn position(location: &DisplayLocation) -> String {
+    match location.cell {
+        Some(cell) => format!("cell {cell}:line {}:{}", location.row, location.column),
+        None => format!("{}:{}", location.row, location.column),
+    }
+}
+
+/// ` (cell N, line row)` for a notebook, nothing for a plain file: the formats whose line
+/// numbers a reader would otherwise take for lines of the `.ipynb` file add it to the message.
+fn cell_note(location: &DisplayLocation) -> String {
+    match location.cell {
+        Some(cell) => format!(" (cell {cell}, line {})", location.row),
+        None => String::new(),
+    }
 }
 
 /// The absolute form of a shown path (JSON and SARIF carry absolute paths, as Ruff's do).

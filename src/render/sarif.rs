@@ -10,7 +10,7 @@ use serde_sarif::sarif::{
     Sarif, Tool, ToolComponent,
 };
 
-use super::{Report, absolute};
+use super::{Report, absolute, cell_note};
 use crate::diagnostic::Severity;
 use crate::rules::RuleMeta;
 use crate::source::SourceFile;
@@ -34,10 +34,13 @@ pub fn render(report: &Report<'_>, out: &mut dyn Write) -> io::Result<()> {
             .iter()
             .map(|label| location(source, label.range.clone(), Some(label.message.clone())))
             .collect();
+        // Regions count lines within the cell in a notebook: the message names the cell.
+        let start = source.display_location(diagnostic.range.start);
+        let text = format!("{}{}", diagnostic.message, cell_note(&start));
         let mut result = SarifResult::builder()
             .rule_id(diagnostic.rule.code.clone())
             .level(level(diagnostic.severity()))
-            .message(Message::builder().text(diagnostic.message.clone()).build())
+            .message(Message::builder().text(text).build())
             .locations(vec![location(source, diagnostic.range.clone(), None)])
             .build();
         if let Some(&i) = index.get(diagnostic.rule.code.as_str()) {
@@ -120,8 +123,7 @@ fn location(
     range: std::ops::Range<usize>,
     message: Option<String>,
 ) -> Location {
-    let start = source.location(range.start);
-    let end = source.location(range.end);
+    let (start, end) = source.display_span(&range);
     let uri = url::Url::from_file_path(absolute(source.name()))
         .map(|url| url.to_string())
         .unwrap_or_else(|()| source.name().display().to_string());
@@ -138,7 +140,8 @@ fn location(
         .build();
     let mut location = Location::builder().physical_location(physical).build();
     if let Some(message) = message {
-        location.message = Some(Message::builder().text(message).build());
+        let text = format!("{message}{}", cell_note(&start));
+        location.message = Some(Message::builder().text(text).build());
     }
     location
 }
