@@ -236,3 +236,33 @@ fn cache_dir_moves_the_cache() {
     assert!(project.path().join("elsewhere/CACHEDIR.TAG").exists());
     assert!(!project.path().join(".torchlint_cache").exists());
 }
+
+#[test]
+fn a_cached_notebook_finding_keeps_its_cell() {
+    let project = Project::new();
+    let notebook = fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/notebooks/training.ipynb"),
+    )
+    .unwrap();
+    project.write("training.ipynb", notebook);
+    let cold = check(&project, &[]);
+    assert!(
+        cold.stdout
+            .contains("training.ipynb:cell 3:line 13:5: TL102"),
+        "{cold:#?}"
+    );
+    let text = fs::read_to_string(results(&project)).unwrap();
+    fs::write(
+        results(&project),
+        text.replace("`losses` accumulates", "CACHED `losses` accumulates"),
+    )
+    .unwrap();
+    let warm = check(&project, &[]);
+    assert!(
+        warm.stdout
+            .contains("training.ipynb:cell 3:line 13:5: TL102 CACHED"),
+        "{warm:#?}"
+    );
+    assert_eq!(warm.findings(), cold.findings());
+}

@@ -335,13 +335,14 @@ fn lint_target(
             Outcome::Clean
         } else {
             match read_source(&target.path, &bytes) {
-                Ok(source) => Outcome::Linted {
+                Ok(Some(source)) => Outcome::Linted {
                     file: FileDiagnostics {
                         source: Arc::new(source),
                         diagnostics,
                     },
                     internal_errors: Vec::new(),
                 },
+                Ok(None) => Outcome::Clean,
                 Err(error) => Outcome::Failed(error),
             }
         };
@@ -365,25 +366,23 @@ fn lint_target(
     (outcome, Some(hash))
 }
 
-/// The text a file's findings point into, as the linter saw it.
-fn read_source(name: &Path, bytes: &[u8]) -> Result<SourceFile, FileError> {
+/// The text the linter reads from a file's bytes, and its findings point into: a notebook's
+/// code cells joined, or the decoded source. `None`: nothing to lint (a notebook of another
+/// kernel language, or without code cells).
+fn read_source(name: &Path, bytes: &[u8]) -> Result<Option<SourceFile>, FileError> {
+    if SourceKind::from_path(name) == Some(SourceKind::Notebook) {
+        return notebook::source_file(&display_path(name), bytes)
+            .map_err(|message| FileError::new(name, message));
+    }
     let text = source::decode(bytes).map_err(|error| FileError::new(name, error.to_string()))?;
-    Ok(SourceFile::new(display_path(name), text))
+    Ok(Some(SourceFile::new(display_path(name), text)))
 }
 
 fn lint_bytes(name: &Path, bytes: &[u8], settings: &Settings, parse_only: bool) -> Outcome {
-    let source = if SourceKind::from_path(name) == Some(SourceKind::Notebook) {
-        match notebook::source_file(&display_path(name), bytes) {
-            Ok(Some(source)) => source,
-            // Another kernel language, or no code cells: nothing to lint.
-            Ok(None) => return Outcome::Clean,
-            Err(message) => return Outcome::Failed(FileError::new(name, message)),
-        }
-    } else {
-        match source::decode(bytes) {
-            Ok(text) => SourceFile::new(display_path(name), text),
-            Err(error) => return Outcome::Failed(FileError::new(name, error.to_string())),
-        }
+    let source = match read_source(name, bytes) {
+        Ok(Some(source)) => source,
+        Ok(None) => return Outcome::Clean,
+        Err(error) => return Outcome::Failed(error),
     };
     if parse_only {
         if parse::check_parsable(source.text()).is_ok() {
