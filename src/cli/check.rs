@@ -324,11 +324,11 @@ fn lint_target(
             return (Outcome::Failed(FileError::new(&target.path, message)), None);
         }
     };
-    let hash = cache::content_hash(&bytes);
     let Some(cache) = cache else {
         let outcome = lint_bytes(&target.path, &bytes, &target.settings, parse_only);
-        return (outcome, Some(hash));
+        return (outcome, None);
     };
+    let hash = cache::content_hash(&bytes);
     let shown = display_path(&target.path);
     if let Some(diagnostics) = cache.get(&target.path, &shown, hash, &target.settings) {
         let outcome = if diagnostics.is_empty() {
