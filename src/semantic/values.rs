@@ -271,6 +271,15 @@ const NON_FORWARD: &[&str] = &[
 /// Whether a module method is not a forward pass: the list above, and getters, setters and
 /// the like by name.
 pub fn is_non_forward_method(name: &str) -> bool {
+    // `init_hidden` and its camelCase spelling `initHidden` alike.
+    let camel_case = |prefix: &str| {
+        let stem = prefix.trim_end_matches('_');
+        !stem.is_empty()
+            && name
+                .strip_prefix(stem)
+                .and_then(|rest| rest.chars().next())
+                .is_some_and(|first| first.is_ascii_uppercase())
+    };
     NON_FORWARD.contains(&name)
         || [
             "get_",
@@ -293,7 +302,7 @@ pub fn is_non_forward_method(name: &str) -> bool {
             "_",
         ]
         .iter()
-        .any(|prefix| name.starts_with(prefix))
+        .any(|prefix| name.starts_with(prefix) || camel_case(prefix))
 }
 
 /// `torch.*` functions that only create tensors (no graph from their arguments).
