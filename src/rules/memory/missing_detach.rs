@@ -273,11 +273,19 @@ fn check_fed_back_state<'a>(
                 loop_header(checker, *loop_node),
                 "the state crosses training steps here".to_owned(),
             ),
-            // A rollout with grad on and no training step around it at all.
-            None if !outer_training && !function_trains(checker) => (
-                loop_header(checker, loops[0]),
-                "a rollout with grad enabled: every step's graph stays linked".to_owned(),
-            ),
+            // A rollout with grad on and no training step around it at all. Not an RNN
+            // unrolled over the time steps of one input (`for i in range(x.size(0)):
+            // h = rnn(x[i], h)`): its graph is bounded by that input and dies with the call,
+            // and what costs memory there is grad being on (TL101), not a missing detach.
+            None if !outer_training
+                && !function_trains(checker)
+                && !unrolls_one_input(checker, loops[0], &argument_texts) =>
+            {
+                (
+                    loop_header(checker, loops[0]),
+                    "a rollout with grad enabled: every step's graph stays linked".to_owned(),
+                )
+            }
             None => continue,
         };
         let message = rule
@@ -487,6 +495,38 @@ fn flatten_targets<'a>(target: Node<'a>, out: &mut Vec<Node<'a>>) {
     for child in target.named_children(&mut cursor) {
         flatten_targets(child, out);
     }
+}
+
+/// Whether `loop_node` is `for i in range(x.size(..))` / `range(len(x))` / `range(x.shape[..])`
+/// and the call is fed `x[i]`: one input's time steps, not a stream of batches or steps.
+fn unrolls_one_input(checker: &Checker<'_>, loop_node: Node<'_>, arguments: &[&str]) -> bool {
+    if loop_node.kind_id() != KINDS.for_statement {
+        return false;
+    }
+    let (Some(variable), Some(range)) = (
+        loop_node.child_by_field_id(FIELDS.left),
+        loop_node.child_by_field_id(FIELDS.right),
+    ) else {
+        return false;
+    };
+    let variable = checker.node_text(variable);
+    let Some(bound) = checker
+        .node_text(range)
+        .strip_prefix("range(")
+        .and_then(|rest| rest.strip_suffix(')'))
+    else {
+        return false;
+    };
+    let input = bound
+        .strip_prefix("len(")
+        .and_then(|rest| rest.strip_suffix(')'))
+        .or_else(|| bound.split_once(".size(").map(|(input, _)| input))
+        .or_else(|| bound.split_once(".shape[").map(|(input, _)| input));
+    let Some(input) = input.map(str::trim).filter(|input| !input.is_empty()) else {
+        return false;
+    };
+    let indexed = format!("{input}[{variable}]");
+    arguments.iter().any(|argument| argument.trim() == indexed)
 }
 
 fn function_trains(checker: &Checker<'_>) -> bool {
