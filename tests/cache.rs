@@ -266,3 +266,38 @@ fn a_cached_notebook_finding_keeps_its_cell() {
     );
     assert_eq!(warm.findings(), cold.findings());
 }
+
+#[test]
+fn an_edited_user_rule_file_is_linted_again() {
+    let rule = |message: &str| {
+        format!(
+            r#"+++
+code = "ACME001"
+name = "no-cuda-sync"
+pack = "lint-rules"
+severity = "info"
+enabled-by-default = true
+message = "{message}"
+implementation = "declarative"
+
+[[match]]
+pattern = '''(call function: (_) @callee) @call'''
+require = [{{ resolves = "callee", to = ["torch.cuda.synchronize"] }}]
++++
+## What it does
+
+Flags `torch.cuda.synchronize()`.
+"#
+        )
+    };
+    let project = Project::new();
+    project.write("lint-rules/no-cuda-sync.md", rule("first wording"));
+    project.write("torchlint.toml", "extend-rule-packs = [\"lint-rules\"]\n");
+    project.write("train.py", "import torch\ntorch.cuda.synchronize()\n");
+    let first = check(&project, &["--select", "ACME"]);
+    assert!(first.stdout.contains("first wording"), "{first:#?}");
+
+    project.write("lint-rules/no-cuda-sync.md", rule("second wording"));
+    let second = check(&project, &["--select", "ACME"]);
+    assert!(second.stdout.contains("second wording"), "{second:#?}");
+}

@@ -58,6 +58,9 @@ pub fn rust_check(code: &str) -> Option<&'static dyn Check> {
 pub struct RuleRegistry {
     rules: Vec<Arc<RuleMeta>>,
     by_code: HashMap<String, usize>,
+    /// A hash of the user rule files' paths and texts, as read (0 for the built-ins alone,
+    /// which the torchlint version identifies).
+    user_files: u128,
 }
 
 static BUILTIN: LazyLock<Arc<RuleRegistry>> = LazyLock::new(|| {
@@ -107,6 +110,8 @@ impl RuleRegistry {
     pub fn extended(&self, packs: &[PathBuf]) -> Result<RuleRegistry, Vec<FileError>> {
         let mut errors = Vec::new();
         let mut added = Vec::new();
+        let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+        hasher.update(&self.user_files.to_le_bytes());
         for folder in packs {
             let entries = match fs::read_dir(folder) {
                 Ok(entries) => entries,
@@ -131,7 +136,7 @@ impl RuleRegistry {
                 ));
             }
             for file in files {
-                match read_user_rule(&file) {
+                match read_user_rule(&file, &mut hasher) {
                     Ok(rule) if rule.code.starts_with("TL") => errors.push(FileError::new(
                         &file,
                         format!(
@@ -144,7 +149,8 @@ impl RuleRegistry {
                 }
             }
         }
-        let registry = RuleRegistry::from_rules(self.rules.clone(), added, &mut errors);
+        let mut registry = RuleRegistry::from_rules(self.rules.clone(), added, &mut errors);
+        registry.user_files = hasher.digest128();
         if errors.is_empty() {
             Ok(registry)
         } else {
@@ -182,7 +188,17 @@ impl RuleRegistry {
             .enumerate()
             .map(|(i, rule)| (rule.code.clone(), i))
             .collect();
-        RuleRegistry { rules, by_code }
+        RuleRegistry {
+            rules,
+            by_code,
+            user_files: 0,
+        }
+    }
+
+    /// What the user rule files said when they were read (see `user_files`): part of the
+    /// settings' fingerprint, so editing a rule file invalidates cached results.
+    pub fn user_files_hash(&self) -> u128 {
+        self.user_files
     }
 
     pub fn get(&self, code: &str) -> Option<&Arc<RuleMeta>> {
@@ -200,9 +216,17 @@ impl RuleRegistry {
     }
 }
 
-fn read_user_rule(path: &Path) -> Result<RuleMeta, FileError> {
+/// Reads and parses one user rule file, adding its path and text to `hasher`.
+fn read_user_rule(
+    path: &Path,
+    hasher: &mut xxhash_rust::xxh3::Xxh3,
+) -> Result<RuleMeta, FileError> {
     let text = fs::read_to_string(path)
         .map_err(|error| FileError::new(path, format!("cannot read the rule file: {error}")))?;
+    for part in [path.as_os_str().as_encoded_bytes(), text.as_bytes()] {
+        hasher.update(&(part.len() as u64).to_le_bytes());
+        hasher.update(part);
+    }
     pack::parse_rule_file(
         Origin::User {
             path: path.to_owned(),

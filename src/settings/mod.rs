@@ -14,7 +14,6 @@ use toml::Spanned;
 use toml::de::DeValue;
 
 use crate::error::FileError;
-use crate::rules::meta::Origin;
 use crate::rules::{Dispatch, RuleMeta, RuleRegistry};
 pub use config_file::ConfigFile;
 use selector::{SelectionLayer, Selector};
@@ -367,12 +366,7 @@ fn fingerprint(
     }
     part(root.as_os_str().as_encoded_bytes());
     part(format!("{cli:?}").as_bytes());
-    for rule in registry.iter() {
-        if let Origin::User { path } = &rule.origin {
-            part(path.as_os_str().as_encoded_bytes());
-            part(&std::fs::read(path).unwrap_or_default());
-        }
-    }
+    part(&registry.user_files_hash().to_le_bytes());
     hasher.digest128()
 }
 
