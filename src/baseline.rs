@@ -133,13 +133,12 @@ impl Baseline {
         for entry in &self.findings {
             *recorded.entry(entry.fingerprint.as_str()).or_default() += 1;
         }
-        let mut known_flags: Vec<Vec<bool>> = Vec::with_capacity(files.len());
+        let mut known_flags: Vec<Vec<bool>> = files
+            .iter()
+            .map(|file| vec![false; file.diagnostics.len()])
+            .collect();
         let mut known = 0;
-        let found = entries(&folder, files);
-        for file in files.iter() {
-            known_flags.push(vec![false; file.diagnostics.len()]);
-        }
-        for (file_index, diagnostic_index, entry) in &found {
+        for (file_index, diagnostic_index, entry) in &entries(&folder, files) {
             if let Some(count) = recorded.get_mut(entry.fingerprint.as_str())
                 && *count > 0
             {

@@ -98,7 +98,7 @@ pub fn run(args: CheckArgs) -> u8 {
             return show_files(&discovered.targets, &errors, args.output_file.as_deref());
         }
         if !args.no_cache && !args.parse_only {
-            cache = open_cache(&args, &resolver);
+            cache = Some(Cache::open(&cache_location(&args, &resolver)));
         }
         let linted: Vec<(Outcome, Option<ContentHash>)> = discovered
             .targets
@@ -154,14 +154,16 @@ pub fn run(args: CheckArgs) -> u8 {
         return report_errors(&errors, &internal, 0);
     }
 
-    if let Some(cache) = cache
-        && let Err(error) = cache.save()
-        && !args.quiet
-    {
-        eprintln!(
-            "warning: cannot write the result cache in {}: {error} (pass `--no-cache` to skip it)",
-            cache_location(&args, &resolver).display()
-        );
+    if let Some(cache) = cache {
+        let location = cache.location().to_owned();
+        if let Err(error) = cache.save()
+            && !args.quiet
+        {
+            eprintln!(
+                "warning: cannot write the result cache in {}: {error} (pass `--no-cache` to skip it)",
+                location.display()
+            );
+        }
     }
 
     let baseline_path = args
@@ -600,10 +602,6 @@ fn cache_location(args: &CheckArgs, resolver: &crate::settings::resolver::Resolv
         .map(|settings| settings.project_root.clone())
         .unwrap_or_else(|_| PathBuf::from("."));
     root.join(cache::FOLDER)
-}
-
-fn open_cache(args: &CheckArgs, resolver: &crate::settings::resolver::Resolver) -> Option<Cache> {
-    Some(Cache::open(&cache_location(args, resolver)))
 }
 
 fn write_baseline(
