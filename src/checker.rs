@@ -13,6 +13,7 @@ use crate::parse::{Descend, FIELDS, KINDS, Visit, text, walk};
 use crate::project::{self, Assumption, FunctionKey};
 use crate::rules::RuleMeta;
 use crate::rules::declarative::Context;
+use crate::rules::memory::Accumulation;
 use crate::semantic::analysis::Analysis;
 pub use crate::semantic::grad::GradMode;
 use crate::semantic::modules;
@@ -46,6 +47,23 @@ pub struct PerBatchEvidence {
     pub reason: String,
 }
 
+#[derive(Clone, Copy)]
+struct FieldLookup<'a> {
+    node: usize,
+    field: u16,
+    child: Option<Node<'a>>,
+}
+
+/// Slots of the field-lookup cache: enough for the statements and calls the rules at one
+/// node look into.
+const FIELD_SLOTS: usize = 16;
+
+#[derive(Clone, Copy)]
+struct RecordedCall<'a> {
+    id: usize,
+    found: Option<(Node<'a>, &'a str)>,
+}
+
 /// A rule that failed with a panic, contained to this file.
 #[derive(Debug, Clone)]
 pub struct InternalError {
@@ -67,11 +85,18 @@ pub struct Checker<'a> {
     /// Per-function answers the rules ask at every call inside it, by function node id.
     pub(crate) function_memo:
         std::cell::RefCell<rustc_hash::FxHashMap<(usize, &'static str), bool>>,
-    /// The last statement asked whether it has the shape of an accumulation, and the answer
+    /// The last statement asked whether it accumulates into a container, and the answer
     /// (several memory rules ask at each statement).
-    pub(crate) accumulation_shape: std::cell::Cell<Option<(usize, bool)>>,
+    pub(crate) accumulation: std::cell::Cell<Option<(usize, Option<Accumulation<'a>>)>>,
     /// Names of this file's methods that add something to `self` (`self.sum += val`).
     pub(crate) storing_methods: std::cell::OnceCell<rustc_hash::FxHashSet<String>>,
+    /// The last call asked for its argument list, and the answer: every call rule asks.
+    arguments: std::cell::Cell<Option<(usize, Option<Node<'a>>)>>,
+    /// The last call asked for its callee and name, and the model's answer (a lookup in a
+    /// map as large as the file's calls, which every call rule makes several times).
+    recorded_call: std::cell::Cell<Option<RecordedCall<'a>>>,
+    /// Recent field lookups (see [`Checker::field`]).
+    fields: [std::cell::Cell<Option<FieldLookup<'a>>>; FIELD_SLOTS],
 }
 
 /// Runs every enabled rule over one parsed file in a single walk.
@@ -93,7 +118,10 @@ pub fn check<'a>(
         resolved: std::cell::RefCell::new(None),
         function_memo: std::cell::RefCell::new(rustc_hash::FxHashMap::default()),
         storing_methods: std::cell::OnceCell::new(),
-        accumulation_shape: std::cell::Cell::new(None),
+        accumulation: std::cell::Cell::new(None),
+        arguments: std::cell::Cell::new(None),
+        recorded_call: std::cell::Cell::new(None),
+        fields: Default::default(),
     };
     let mut diagnostics = Vec::new();
     let mut failed: Vec<InternalError> = Vec::new();
@@ -109,8 +137,9 @@ pub fn check<'a>(
                 continue;
             }
         };
-        checker.enter(node);
-        for (index, entry) in dispatch.for_kind(node.kind_id()) {
+        let kind = node.kind_id();
+        checker.enter(node, kind);
+        for (index, entry) in dispatch.for_kind(kind) {
             if disabled.contains(&index) {
                 continue;
             }
@@ -129,6 +158,12 @@ pub fn check<'a>(
         }
     }
     (diagnostics, failed)
+}
+
+/// Whether the last dotted part of `name` is `last` (`torch.load`, `load`).
+pub fn last_part_is(name: &str, last: &str) -> bool {
+    name.strip_suffix(last)
+        .is_some_and(|head| head.is_empty() || head.ends_with('.'))
 }
 
 thread_local! {
@@ -161,9 +196,8 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
 }
 
 impl<'a> Checker<'a> {
-    fn enter(&mut self, node: Node<'a>) {
+    fn enter(&mut self, node: Node<'a>, kind: u16) {
         let k = &*KINDS;
-        let kind = node.kind_id();
         if let Some(scope) = self.model.scope_of(node) {
             self.scopes.push(scope);
         }
@@ -238,9 +272,88 @@ impl<'a> Checker<'a> {
         name
     }
 
+    /// The callee of a call (`f` of `f(x)`). A tree-sitter field lookup costs a scan of the
+    /// node's children; the walk that built the model has found most callees already.
+    pub fn callee(&self, call: Node<'a>) -> Option<Node<'a>> {
+        self.recorded_call(call)
+            .map(|(callee, _)| callee)
+            .or_else(|| call.child_by_field_id(FIELDS.function))
+    }
+
+    /// `node.child_by_field_id(field)`, remembered: the rules at one node each take the same
+    /// statement apart (`left`, `right`, `value`), and a field lookup scans the node's
+    /// children every time.
+    pub fn field(&self, node: Node<'a>, field: u16) -> Option<Node<'a>> {
+        let id = node.id();
+        let slot = &self.fields[(id >> 4 ^ usize::from(field)) % FIELD_SLOTS];
+        if let Some(lookup) = slot.get()
+            && lookup.node == id
+            && lookup.field == field
+        {
+            return lookup.child;
+        }
+        let child = node.child_by_field_id(field);
+        slot.set(Some(FieldLookup {
+            node: id,
+            field,
+            child,
+        }));
+        child
+    }
+
+    /// The name a call calls (`f` of `f(x)`, `m` of `obj.m(x)`), as the model recorded it.
+    pub fn call_name(&self, call: Node<'a>) -> Option<&'a str> {
+        self.recorded_call(call).map(|(_, name)| name)
+    }
+
+    fn recorded_call(&self, call: Node<'a>) -> Option<(Node<'a>, &'a str)> {
+        if let Some(RecordedCall { id, found }) = self.recorded_call.get()
+            && id == call.id()
+        {
+            return found;
+        }
+        let found = self.model.recorded_call(call);
+        self.recorded_call.set(Some(RecordedCall {
+            id: call.id(),
+            found,
+        }));
+        found
+    }
+
+    /// The argument list of a call, looked up once for all the rules at that call.
+    pub fn arguments(&self, call: Node<'a>) -> Option<Node<'a>> {
+        if let Some((id, arguments)) = self.arguments.get()
+            && id == call.id()
+        {
+            return arguments;
+        }
+        let arguments = call.child_by_field_id(FIELDS.arguments);
+        self.arguments.set(Some((call.id(), arguments)));
+        arguments
+    }
+
+    /// Whether the callee of `call` can resolve to a qualified name whose last part passes
+    /// `last`, before resolving it: `a.b.f` resolves to a name ending in `.f` or to nothing,
+    /// while a bare name may be an alias of anything (`from torch import load as L`), and a
+    /// parenthesized callee is unwrapped first.
+    pub fn may_resolve_to(&self, call: Node<'a>, last: impl Fn(&str) -> bool) -> bool {
+        let Some(callee) = self.callee(call) else {
+            return false;
+        };
+        let kind = callee.kind_id();
+        kind == KINDS.identifier
+            || kind == KINDS.parenthesized_expression
+            || (kind == KINDS.attribute && self.call_name(call).is_some_and(last))
+    }
+
     /// Whether the callee of `call` resolves to one of `names`.
-    pub fn calls_one_of(&self, call: Node<'_>, names: &[&str]) -> bool {
-        call.child_by_field_id(FIELDS.function)
+    pub fn calls_one_of(&self, call: Node<'a>, names: &[&str]) -> bool {
+        if !self.may_resolve_to(call, |last| {
+            names.iter().any(|name| last_part_is(name, last))
+        }) {
+            return false;
+        }
+        self.callee(call)
             .and_then(|function| self.qualified_name(function))
             .is_some_and(|name| names.contains(&name.as_str()))
     }
@@ -520,4 +633,17 @@ impl<'a> Checker<'a> {
 fn is_debug_condition(condition: &str) -> bool {
     let lower = condition.to_ascii_lowercase();
     lower.contains("debug") || lower.contains("anomal")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::last_part_is;
+
+    #[test]
+    fn last_part_is_a_whole_dotted_part() {
+        assert!(last_part_is("torch.load", "load"));
+        assert!(last_part_is("load", "load"));
+        assert!(!last_part_is("torch.safe_load", "load"));
+        assert!(!last_part_is("torch.load", "torch"));
+    }
 }

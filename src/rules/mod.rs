@@ -28,11 +28,11 @@ mod builtin {
 /// A rule implemented in Rust: called for every node of the kinds it names.
 pub trait Check: Send + Sync {
     fn kinds(&self) -> &'static [&'static str];
-    fn check(
+    fn check<'a>(
         &self,
         rule: &Arc<RuleMeta>,
-        node: Node<'_>,
-        checker: &Checker<'_>,
+        node: Node<'a>,
+        checker: &Checker<'a>,
         out: &mut Vec<Diagnostic>,
     );
 }
@@ -255,10 +255,10 @@ impl Entry {
         }
     }
 
-    pub fn run(
+    pub fn run<'a>(
         &self,
-        node: Node<'_>,
-        checker: &Checker<'_>,
+        node: Node<'a>,
+        checker: &Checker<'a>,
         cursor: &mut QueryCursor,
         out: &mut Vec<Diagnostic>,
     ) {

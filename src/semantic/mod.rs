@@ -47,9 +47,10 @@ pub struct SemanticModel<'a> {
     pub decorated: HashMap<usize, Node<'a>>,
     /// The expressions each function returns, by function node id.
     returns: HashMap<usize, Vec<Node<'a>>>,
-    /// The name each call calls, by call node id: `f` of `f(x)`, `m` of `obj.m(x)`. Rules
-    /// ask it first at every call, before any tree lookup.
-    call_names: HashMap<usize, &'a str>,
+    /// The callee of each call whose callee is a name or an attribute, and the name it calls,
+    /// by call node id: `f` of `f(x)`, `m` of `obj.m(x)`. Rules ask it first at every call,
+    /// before any tree lookup.
+    call_names: HashMap<usize, (Node<'a>, &'a str)>,
 }
 
 /// `obj.attr = value` or `obj.attr += value` (or `obj.attr` as the `index`th target of a tuple
@@ -159,6 +160,17 @@ impl<'a> SemanticModel<'a> {
     /// The name a call calls (`f` of `f(x)`, `m` of `obj.m(x)`); `None` for other callees
     /// (`f(x)(y)`, `fs[0](x)`) and for nodes that are not calls.
     pub fn call_name(&self, call: Node<'_>) -> Option<&'a str> {
+        self.call_names.get(&call.id()).map(|&(_, name)| name)
+    }
+
+    /// The callee of a call recorded in [`call_name`](Self::call_name): found during the walk,
+    /// which a field lookup on the tree would repeat.
+    pub fn recorded_callee(&self, call: Node<'_>) -> Option<Node<'a>> {
+        self.call_names.get(&call.id()).map(|&(callee, _)| callee)
+    }
+
+    /// The callee and the name of a call recorded in [`call_name`](Self::call_name).
+    pub fn recorded_call(&self, call: Node<'_>) -> Option<(Node<'a>, &'a str)> {
         self.call_names.get(&call.id()).copied()
     }
 
@@ -191,20 +203,29 @@ struct Frame<'a> {
 const WIDE: u32 = 16;
 
 impl<'a> Frame<'a> {
-    fn new(node: Node<'a>, count: usize, needs_leave: bool) -> Self {
+    /// A frame that starts at the `start`th named child (0 or 1).
+    fn new(node: Node<'a>, count: usize, needs_leave: bool, start: u32) -> Self {
         let count = count as u32;
         let cursor = (count > WIDE).then(|| {
             let mut cursor = node.walk();
             cursor.goto_first_child();
             cursor
         });
-        Frame {
+        let mut frame = Frame {
             node,
             needs_leave,
             next: 0,
             count,
             cursor,
+        };
+        if frame.cursor.is_some() {
+            for _ in 0..start {
+                frame.next_child();
+            }
+        } else {
+            frame.next = start;
         }
+        frame
     }
 
     fn next_child(&mut self) -> Option<Node<'a>> {
@@ -279,9 +300,12 @@ struct Builder<'a> {
     classes: Vec<ClassInfo<'a>>,
     decorated: HashMap<usize, Node<'a>>,
     returns: HashMap<usize, Vec<Node<'a>>>,
-    call_names: HashMap<usize, &'a str>,
+    call_names: HashMap<usize, (Node<'a>, &'a str)>,
     /// Indices into `classes` of the classes the walk is inside.
     class_stack: Vec<usize>,
+    /// Set by an action that has read the node's first named child and found nothing to walk
+    /// in it (see [`Builder::passable`]); the walk then starts at the second.
+    skip_first: bool,
 }
 
 /// What the builder does at a node kind, looked up once per node in a table indexed by kind id.
@@ -428,6 +452,13 @@ static KIND_TABLE: LazyLock<Vec<KindInfo>> = LazyLock::new(|| {
     table
 });
 
+// Bytes of source per call, per distinct called name and per skeleton entry in typical
+// training and model code: the maps and the skeleton start near their final size instead of
+// rehashing as they grow.
+const CALL_BYTES: usize = 320;
+const NAME_BYTES: usize = 1500;
+const SKELETON_BYTES: usize = 96;
+
 /// Whether an expression's text may hold a call, comment, lambda, walrus or comprehension.
 fn may_hold_code(text: &[u8]) -> bool {
     memchr::memchr3(b'(', b'#', b':', text).is_some()
@@ -481,7 +512,7 @@ impl<'a> Builder<'a> {
             has_errors,
             anonymous_rule_kinds,
             kinds,
-            skeleton: Vec::new(),
+            skeleton: Vec::with_capacity(source.len() / SKELETON_BYTES),
             scopes,
             scope_stack: vec![module],
             scope_of_node: HashMap::default(),
@@ -494,12 +525,19 @@ impl<'a> Builder<'a> {
             error_depth: 0,
             attribute_assignments: Vec::new(),
             mode_calls: Vec::new(),
-            calls_by_name: HashMap::default(),
+            calls_by_name: HashMap::with_capacity_and_hasher(
+                source.len() / NAME_BYTES,
+                Default::default(),
+            ),
             classes: Vec::new(),
             decorated: HashMap::default(),
             returns: HashMap::default(),
-            call_names: HashMap::default(),
+            call_names: HashMap::with_capacity_and_hasher(
+                source.len() / CALL_BYTES,
+                Default::default(),
+            ),
             class_stack: Vec::new(),
+            skip_first: false,
         }
     }
 
@@ -543,14 +581,15 @@ impl<'a> Builder<'a> {
     /// (left already if it asked to be).
     fn visit(&mut self, node: Node<'a>) -> Option<Frame<'a>> {
         let (descend, needs_leave) = self.enter(node);
+        let start = u32::from(std::mem::take(&mut self.skip_first));
         let count = if descend { node.named_child_count() } else { 0 };
-        if count == 0 {
+        if count <= start as usize {
             if needs_leave {
                 self.leave(node);
             }
             return None;
         }
-        Some(Frame::new(node, count, needs_leave))
+        Some(Frame::new(node, count, needs_leave, start))
     }
 
     /// The walk over every node, anonymous tokens included.
@@ -561,6 +600,8 @@ impl<'a> Builder<'a> {
         loop {
             let node = cursor.node();
             let (descend, needs_leave) = self.enter(node);
+            // This walk visits every child; nothing to pass over.
+            self.skip_first = false;
             if descend && cursor.goto_first_child() {
                 leave_pending.push(needs_leave);
                 continue;
@@ -629,10 +670,13 @@ impl<'a> Builder<'a> {
             Action::Nothing => {}
             Action::Comment => self.comments.push(node.byte_range()),
             Action::Call => {
-                if let Some((function, name)) = self.record_call(node)
-                    && let Some(call) = training::training_step_method(function, name, self.source)
-                {
-                    self.mark_training(call);
+                if let Some((function, name)) = self.record_call(node) {
+                    // The callee is the first named child.
+                    self.skip_first = self.passable(function);
+                    if let Some(call) = training::training_step_method(function, name, self.source)
+                    {
+                        self.mark_training(call);
+                    }
                 }
             }
             Action::Import => self.bind_import(node),
@@ -693,10 +737,9 @@ impl<'a> Builder<'a> {
                 needs_leave = true;
             }
             Action::Class => {
-                let name = node
-                    .child_by_field_id(FIELDS.name)
-                    .map_or("", |name| text(name, self.source));
-                if let Some(name_node) = node.child_by_field_id(FIELDS.name) {
+                let name_node = node.child_by_field_id(FIELDS.name);
+                let name = name_node.map_or("", |name| text(name, self.source));
+                if let Some(name_node) = name_node {
                     self.bind(
                         name,
                         BindingKind::Definition,
@@ -808,6 +851,23 @@ impl<'a> Builder<'a> {
         (descend, needs_leave)
     }
 
+    /// Whether the walk can pass over a child an action has read already: a name or a plain
+    /// dotted name binds nothing, holds no code and starts no rule, so visiting it would only
+    /// cost a child lookup (the most expensive step of the walk).
+    fn passable(&self, child: Node<'a>) -> bool {
+        let kind = child.kind_id();
+        let Some(info) = self.kinds.get(kind as usize) else {
+            return false;
+        };
+        if info.skeleton {
+            return false;
+        }
+        kind == KINDS.identifier
+            || (kind == KINDS.attribute
+                && info.prune_call_free
+                && !may_hold_code(&self.source.as_bytes()[child.byte_range()]))
+    }
+
     fn leave(&mut self, node: Node<'a>) {
         if node.is_error() {
             self.error_depth -= 1;
@@ -852,10 +912,9 @@ impl<'a> Builder<'a> {
     }
 
     fn enter_function(&mut self, node: Node<'a>) {
-        let name: &'a str = node
-            .child_by_field_id(FIELDS.name)
-            .map_or("", |name| text(name, self.source));
-        if let Some(name_node) = node.child_by_field_id(FIELDS.name) {
+        let name_node = node.child_by_field_id(FIELDS.name);
+        let name: &'a str = name_node.map_or("", |name| text(name, self.source));
+        if let Some(name_node) = name_node {
             self.bind(
                 name,
                 BindingKind::Definition,
@@ -863,9 +922,8 @@ impl<'a> Builder<'a> {
                 Site::Opaque,
             );
         }
-        let header_end = node
-            .child_by_field_id(FIELDS.parameters)
-            .map_or(node.start_byte(), |p| p.end_byte());
+        let parameters = node.child_by_field_id(FIELDS.parameters);
+        let header_end = parameters.map_or(node.start_byte(), |p| p.end_byte());
         // A method: defined directly in a class body.
         let class = match (self.scopes.get(self.scope()).kind, self.class_stack.last()) {
             (ScopeKind::Class, Some(&class)) => {
@@ -885,7 +943,7 @@ impl<'a> Builder<'a> {
         );
         self.functions_by_name.entry(name).or_default().push(node);
         self.open_scope(node, ScopeKind::Function);
-        if let Some(parameters) = node.child_by_field_id(FIELDS.parameters) {
+        if let Some(parameters) = parameters {
             self.bind_parameters(node, parameters);
         }
         self.open.push(Open::Function { node: node.id() });
@@ -947,8 +1005,8 @@ impl<'a> Builder<'a> {
         let name = if kind == KINDS.identifier {
             text(function, self.source)
         } else if kind == KINDS.attribute {
-            let attribute = function.child_by_field_id(FIELDS.attribute)?;
-            let name = text(attribute, self.source);
+            // The `attribute` field is the last token of the node: read it off the text.
+            let name = trailing_name(text(function, self.source))?;
             if name == "eval" || name == "train" {
                 let eval = name == "eval"
                     || call
@@ -967,7 +1025,7 @@ impl<'a> Builder<'a> {
         } else {
             return None;
         };
-        self.call_names.insert(call.id(), name);
+        self.call_names.insert(call.id(), (function, name));
         self.calls_by_name.entry(name).or_default().push(call);
         Some((function, name))
     }
@@ -1024,46 +1082,62 @@ impl<'a> Builder<'a> {
     }
 
     fn bind_import_from(&mut self, node: Node<'_>) {
-        let Some(module) = node.child_by_field_id(FIELDS.module_name) else {
-            return;
-        };
-        let module = dotted(module, self.source);
-        if module == "__future__" {
+        // One pass over the children: the module comes first, then the names (or `*`).
+        let mut cursor = node.walk();
+        if !cursor.goto_first_child() {
             return;
         }
-        let mut cursor = node.walk();
-        for child in node.named_children(&mut cursor) {
-            if child.kind_id() == KINDS.wildcard_import {
-                self.scopes.star_imports.push(module.clone().into());
+        let mut module: Option<String> = None;
+        loop {
+            let child = cursor.node();
+            let field = cursor.field_id().map_or(0, std::num::NonZeroU16::get);
+            if field == FIELDS.module_name {
+                let name = dotted(child, self.source);
+                if name == "__future__" {
+                    return;
+                }
+                module = Some(name);
+            } else if let Some(module) = &module {
+                if field == FIELDS.name {
+                    self.bind_imported_name(node, module, child);
+                } else if child.kind_id() == KINDS.wildcard_import {
+                    self.scopes.star_imports.push(module.clone().into());
+                }
+            }
+            if !cursor.goto_next_sibling() {
+                return;
             }
         }
-        let mut cursor = node.walk();
-        for name in node.children_by_field_id(FIELDS.name_id(), &mut cursor) {
-            let (imported, bound) = if name.kind_id() == KINDS.aliased_import {
-                let (Some(imported), Some(alias)) = (
-                    name.child_by_field_id(FIELDS.name),
-                    name.child_by_field_id(FIELDS.alias),
-                ) else {
-                    continue;
-                };
-                (dotted(imported, self.source), text(alias, self.source))
-            } else {
-                (dotted(name, self.source), text(name, self.source))
+    }
+
+    /// `name` or `name as alias` of `from module import ...`.
+    fn bind_imported_name(&mut self, statement: Node<'_>, module: &str, name: Node<'_>) {
+        let (imported, bound) = if name.kind_id() == KINDS.aliased_import {
+            let (Some(imported), Some(alias)) = (
+                name.child_by_field_id(FIELDS.name),
+                name.child_by_field_id(FIELDS.alias),
+            ) else {
+                return;
             };
-            let qualified = format!("{module}.{imported}");
-            self.bind(
-                bound,
-                BindingKind::Import(qualified.into()),
-                node.end_byte(),
-                Site::Opaque,
-            );
-        }
+            (dotted(imported, self.source), text(alias, self.source))
+        } else {
+            (dotted(name, self.source), text(name, self.source))
+        };
+        let qualified = format!("{module}.{imported}");
+        self.bind(
+            bound,
+            BindingKind::Import(qualified.into()),
+            statement.end_byte(),
+            Site::Opaque,
+        );
     }
 
     fn bind_assignment(&mut self, node: Node<'a>) {
         let Some(left) = node.child_by_field_id(FIELDS.left) else {
             return;
         };
+        // The target is the first named child.
+        self.skip_first = self.passable(left);
         // `a = b = value`: every target gets the innermost value.
         let mut right = node.child_by_field_id(FIELDS.right);
         while let Some(inner) = right.filter(|r| r.kind_id() == KINDS.assignment) {
@@ -1161,19 +1235,18 @@ impl<'a> Builder<'a> {
 
     fn bind_parameters(&mut self, function: Node<'a>, parameters: Node<'a>) {
         let offset = parameters.start_byte();
-        let mut cursor = parameters.walk();
-        if !cursor.goto_first_child() {
-            return;
-        }
-        let mut index = 0;
-        loop {
-            let parameter = cursor.node();
+        // By index over the named children: a cursor would also step over every `,`, and a
+        // step costs as much as an indexed lookup in a list this short.
+        for index in 0..parameters.named_child_count() as u32 {
+            let Some(parameter) = parameters.named_child(index) else {
+                break;
+            };
             let kind = parameter.kind_id();
             let name = if kind == KINDS.identifier {
                 Some(parameter)
             } else if kind == KINDS.default_parameter || kind == KINDS.typed_default_parameter {
                 parameter.child_by_field_id(FIELDS.name)
-            } else if parameter.is_named() {
+            } else {
                 // `x: int`, `*args`, `**kwargs`, `*args: int`: the first name inside.
                 parameter.named_child(0).and_then(|first| {
                     if first.kind_id() == KINDS.identifier {
@@ -1182,8 +1255,6 @@ impl<'a> Builder<'a> {
                         first.named_child(0)
                     }
                 })
-            } else {
-                None
             };
             if let Some(name) = name.filter(|n| n.kind_id() == KINDS.identifier) {
                 self.bind(
@@ -1193,14 +1264,19 @@ impl<'a> Builder<'a> {
                     Site::Parameter { function, index },
                 );
             }
-            if parameter.is_named() {
-                index += 1;
-            }
-            if !cursor.goto_next_sibling() {
-                break;
-            }
         }
     }
+}
+
+/// The identifier a text ends with (`m` of `obj.f(x).m`); `None` when it ends otherwise.
+fn trailing_name(text: &str) -> Option<&str> {
+    let start = text
+        .char_indices()
+        .rev()
+        .take_while(|(_, c)| *c == '_' || c.is_alphanumeric())
+        .last()
+        .map(|(at, _)| at)?;
+    Some(&text[start..])
 }
 
 /// `torch . nn` → `torch.nn`; relative imports keep their dots.
@@ -1215,6 +1291,15 @@ fn dotted(node: Node<'_>, source: &str) -> String {
 mod tests {
     use super::*;
     use crate::parse::{Descend, parse, walk};
+
+    #[test]
+    fn trailing_name_is_the_last_identifier_of_the_text() {
+        assert_eq!(trailing_name("self.conv"), Some("conv"));
+        assert_eq!(trailing_name("f(x).m"), Some("m"));
+        assert_eq!(trailing_name("(a  # c\n ).eval"), Some("eval"));
+        assert_eq!(trailing_name("a.ü1"), Some("ü1"));
+        assert_eq!(trailing_name("f(x)"), None);
+    }
 
     fn resolve_all(source: &str, needle: &str) -> Vec<Option<String>> {
         let tree = parse(source, None);

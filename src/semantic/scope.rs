@@ -203,6 +203,15 @@ impl<'s> Scopes<'s> {
             return self.resolve_name(scope, text(node, source), node, root, source, depth);
         }
         if kind == KINDS.attribute {
+            let node_text = text(node, source);
+            // `torch.cuda.empty_cache` as written: read the chain off the text, without a
+            // field lookup per link (the rules ask this at every call).
+            if let Some((head, attributes)) = plain_dotted(node_text) {
+                let mut name = self.resolve_name(scope, head, node, root, source, depth)?;
+                name.push('.');
+                name.push_str(attributes);
+                return Some(name);
+            }
             // Resolve the head of the chain, then append the attribute names iteratively.
             let mut attributes = Vec::new();
             let mut head = node;
@@ -269,29 +278,71 @@ fn choose_binding<'b, 's>(
     bindings: &'b [Binding<'s>],
     use_offset: Option<usize>,
 ) -> Option<&'b Binding<'s>> {
-    let before: Vec<&Binding> = match use_offset {
-        Some(offset) => {
-            let before: Vec<&Binding> = bindings.iter().filter(|b| b.offset <= offset).collect();
-            if before.is_empty() {
-                bindings.iter().collect()
-            } else {
-                before
-            }
-        }
-        None => bindings.iter().collect(),
+    // Two passes over the (short) list rather than collecting the visible ones.
+    let any_before = use_offset.is_some_and(|offset| bindings.iter().any(|b| b.offset <= offset));
+    let visible = |b: &&Binding| match use_offset {
+        Some(offset) if any_before => b.offset <= offset,
+        _ => true,
     };
-    let last_import = before
+    let last_import = bindings
         .iter()
+        .filter(visible)
         .rev()
         .find(|b| matches!(b.kind, BindingKind::Import(_) | BindingKind::Alias(_)));
-    let last_definition = before
+    let last_definition = bindings
         .iter()
+        .filter(visible)
         .rev()
         .find(|b| b.kind == BindingKind::Definition);
     match (last_import, last_definition) {
         (Some(import), Some(definition)) if definition.offset > import.offset => Some(definition),
         (Some(import), _) => Some(import),
         (None, Some(definition)) => Some(definition),
-        (None, None) => before.last().copied(),
+        (None, None) => bindings.iter().rfind(visible),
+    }
+}
+
+/// `a.b.c` written plainly (identifiers and dots, nothing else): the head name and the rest.
+/// Anything else (`f().x`, `a[0].b`, `a . b`, a comment inside) is left to the tree.
+fn plain_dotted(text: &str) -> Option<(&str, &str)> {
+    let (head, rest) = text.split_once('.')?;
+    let is_name = |part: &str| {
+        !part.is_empty()
+            && !part.starts_with(|c: char| c.is_ascii_digit())
+            && part.chars().all(|c| c == '_' || c.is_alphanumeric())
+    };
+    (is_name(head) && rest.split('.').all(is_name)).then_some((head, rest))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plain_dotted;
+
+    #[test]
+    fn plain_dotted_names_are_read_off_the_text() {
+        assert_eq!(
+            plain_dotted("torch.cuda.empty_cache"),
+            Some(("torch", "cuda.empty_cache"))
+        );
+        assert_eq!(plain_dotted("self.layer_1"), Some(("self", "layer_1")));
+        assert_eq!(plain_dotted("modèle.forward"), Some(("modèle", "forward")));
+    }
+
+    #[test]
+    fn anything_but_names_and_dots_is_left_to_the_tree() {
+        for text in [
+            "torch",
+            "f().x",
+            "a[0].b",
+            "a . b",
+            "a.\n    b",
+            "(a).b",
+            "a.b  # why",
+            "a..b",
+            "a.",
+            "1.5",
+        ] {
+            assert_eq!(plain_dotted(text), None, "{text:?}");
+        }
     }
 }

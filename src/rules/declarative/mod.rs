@@ -12,23 +12,33 @@ pub use spec::{
     MatchClause, Predicate, RawMatch,
 };
 
-use crate::checker::{Checker, GradMode};
+use crate::checker::{Checker, GradMode, last_part_is};
 use crate::diagnostic::{Diagnostic, Edit, Fix};
 use crate::parse::{FIELDS, KINDS};
 use crate::rules::RuleMeta;
 
 /// Runs one clause at `node` (whose kind is the clause's root kind).
-pub fn run_clause(
+pub fn run_clause<'a>(
     rule: &Arc<RuleMeta>,
     clause: &MatchClause,
-    node: Node<'_>,
-    checker: &Checker<'_>,
+    node: Node<'a>,
+    checker: &Checker<'a>,
     cursor: &mut QueryCursor,
     out: &mut Vec<Diagnostic>,
 ) {
     for (field, to) in &clause.prefilter {
-        let resolves = node
-            .child_by_field_id(*field)
+        let child = if *field == FIELDS.function {
+            // Skip resolving callees that cannot end in any of the names.
+            let may_match =
+                checker.may_resolve_to(node, |last| to.iter().any(|name| last_part_is(name, last)));
+            if !may_match {
+                return;
+            }
+            checker.callee(node)
+        } else {
+            node.child_by_field_id(*field)
+        };
+        let resolves = child
             .and_then(|child| checker.qualified_name(child))
             .is_some_and(|name| to.contains(&name));
         if !resolves {

@@ -18,11 +18,11 @@ impl Check for EvalWithoutNoGrad {
         &["call"]
     }
 
-    fn check(
+    fn check<'a>(
         &self,
         rule: &Arc<RuleMeta>,
-        call: Node<'_>,
-        checker: &Checker<'_>,
+        call: Node<'a>,
+        checker: &Checker<'a>,
         out: &mut Vec<Diagnostic>,
     ) {
         let start = out.len();
@@ -35,11 +35,11 @@ impl Check for EvalWithoutNoGrad {
 }
 
 impl EvalWithoutNoGrad {
-    fn check_grad_dependent(
+    fn check_grad_dependent<'a>(
         &self,
         rule: &Arc<RuleMeta>,
-        call: Node<'_>,
-        checker: &Checker<'_>,
+        call: Node<'a>,
+        checker: &Checker<'a>,
         out: &mut Vec<Diagnostic>,
     ) {
         // Evaluation code needs an `x.eval()` somewhere in the file or an evaluation-named
@@ -125,7 +125,7 @@ fn last_mode_call<'a>(
 /// `score`. In a model's own methods only the framework's evaluation hooks count (a model's
 /// `predict_*` helpers are part of its forward), and only when the class's bases are all known
 /// (a framework base class runs those hooks without grad).
-fn eval_named(checker: &Checker<'_>, call: Node<'_>) -> bool {
+fn eval_named<'a>(checker: &Checker<'a>, call: Node<'a>) -> bool {
     let Some((_, facts)) = checker.current_function() else {
         return false;
     };
@@ -163,7 +163,7 @@ fn eval_named(checker: &Checker<'_>, call: Node<'_>) -> bool {
 /// training): the loop (or function) running the forward sets `requires_grad` on something,
 /// calls `torch.autograd.grad`, or runs `.backward()`: without an optimizer step, or with one that trains this very model. A
 /// frozen teacher run next to an optimizer over another model's parameters needs none.
-fn needs_gradients(checker: &Checker<'_>, function: Option<Node<'_>>, receiver: &str) -> bool {
+fn needs_gradients<'a>(checker: &Checker<'a>, function: Option<Node<'a>>, receiver: &str) -> bool {
     // The loop running the forward decides: a `fit` function has a training loop (with
     // backward) and an evaluation loop (without).
     let whole = match function {
@@ -192,7 +192,7 @@ fn needs_gradients(checker: &Checker<'_>, function: Option<Node<'_>>, receiver: 
 }
 
 /// A model whose parameters were frozen records no graph from its own weights.
-fn frozen(checker: &Checker<'_>, receiver: &str) -> bool {
+fn frozen<'a>(checker: &Checker<'a>, receiver: &str) -> bool {
     checker
         .text()
         .contains(&format!("{receiver}.requires_grad_(False)"))

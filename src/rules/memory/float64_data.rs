@@ -1,6 +1,6 @@
 //! TL105 `float64-data`; documentation and examples in `rules/memory/float64-data.md`.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use tree_sitter::Node;
 
@@ -22,23 +22,27 @@ const FROM_ARRAYS: &[&str] = &[
 ];
 const DEFAULT_DTYPE: &[&str] = &["torch.set_default_dtype", "torch.set_default_tensor_type"];
 
+/// Searches call texts for `dtype`, built once (this rule looks at every call).
+static DTYPE: LazyLock<memchr::memmem::Finder<'static>> =
+    LazyLock::new(|| memchr::memmem::Finder::new("dtype"));
+
 impl Check for Float64Data {
     fn kinds(&self) -> &'static [&'static str] {
         &["call"]
     }
 
-    fn check(
+    fn check<'a>(
         &self,
         rule: &Arc<RuleMeta>,
-        call: Node<'_>,
-        checker: &Checker<'_>,
+        call: Node<'a>,
+        checker: &Checker<'a>,
         out: &mut Vec<Diagnostic>,
     ) {
         // A cast, a conversion from an array or a default-dtype switch by its recorded name,
         // or any `torch.*` call (which may take `dtype=`, and whose qualified name the
         // checker has resolved for this call already).
         let named = matches!(
-            checker.model.call_name(call),
+            checker.call_name(call),
             Some(
                 "double"
                     | "to"
@@ -51,11 +55,19 @@ impl Check for Float64Data {
                     | "set_default_tensor_type"
             )
         );
-        let Some(callee) = call.child_by_field_id(FIELDS.function) else {
+        let Some(callee) = checker.callee(call) else {
             return;
         };
         // An aliased import (`from torch import tensor as T`) is found by its qualified name,
         // which the checker has resolved for this call already.
+        // Without one of those names, only a bare alias or a `dtype=` can make it one of
+        // ours; ask that before resolving the callee.
+        if !named
+            && !checker.may_resolve_to(call, |_| false)
+            && DTYPE.find(checker.node_text(call).as_bytes()).is_none()
+        {
+            return;
+        }
         if !named
             && !checker.qualified_name(callee).is_some_and(|name| {
                 FROM_ARRAYS.contains(&name.as_str())
@@ -67,8 +79,16 @@ impl Check for Float64Data {
         }
         // Syntax first: a cast, a conversion from an array, a default-dtype switch, or a
         // `dtype=` keyword.
+        // The last name of what is called, through aliases and parentheses
+        // (`from torch import from_numpy as to_tensor`, `(torch.from_numpy)(x)`).
+        let resolved = checker.qualified_name(callee);
         let callee_text = checker.node_text(callee);
-        let last = callee_text.rsplit('.').next().unwrap_or(callee_text);
+        let last = resolved
+            .as_deref()
+            .unwrap_or(callee_text)
+            .rsplit('.')
+            .next()
+            .unwrap_or(callee_text);
         let shaped = matches!(
             last,
             "double"
@@ -80,8 +100,8 @@ impl Check for Float64Data {
                 | "asarray"
                 | "set_default_dtype"
                 | "set_default_tensor_type"
-        ) || call
-            .child_by_field_id(FIELDS.arguments)
+        ) || checker
+            .arguments(call)
             .is_some_and(|arguments| checker.node_text(arguments).contains("dtype"));
         if !shaped {
             return;
@@ -119,7 +139,7 @@ impl Check for Float64Data {
             }
             format!("`{}` keeps NumPy's default float64", short(checker, call))
         } else if callee.kind_id() == KINDS.attribute && casts_to_float64(checker, call, callee) {
-            let Some(receiver) = callee.child_by_field_id(FIELDS.object) else {
+            let Some(receiver) = checker.field(callee, FIELDS.object) else {
                 return;
             };
             let facts = checker.analysis.facts(receiver);
@@ -149,7 +169,7 @@ impl Check for Float64Data {
 /// Whether an explicitly float64 creation makes data (a buffer, a batch, a dataset) rather
 /// than a scalar or a numeric helper (a window, a grid): those are small and often need the
 /// precision.
-fn creates_data(checker: &Checker<'_>, call: Node<'_>, name: &str) -> bool {
+fn creates_data<'a>(checker: &Checker<'a>, call: Node<'a>, name: &str) -> bool {
     let function = name.rsplit('.').next().unwrap_or(name);
     match function {
         "zeros" | "ones" | "empty" | "full" | "rand" | "randn" | "randint" | "normal"
@@ -170,9 +190,9 @@ fn creates_data(checker: &Checker<'_>, call: Node<'_>, name: &str) -> bool {
 }
 
 /// `.double()`, `.to(torch.float64)`, `.type(torch.float64)`, `.type(torch.DoubleTensor)`.
-fn casts_to_float64(checker: &Checker<'_>, call: Node<'_>, callee: Node<'_>) -> bool {
-    let method = callee
-        .child_by_field_id(FIELDS.attribute)
+fn casts_to_float64<'a>(checker: &Checker<'a>, call: Node<'a>, callee: Node<'a>) -> bool {
+    let method = checker
+        .field(callee, FIELDS.attribute)
         .map_or("", |a| checker.node_text(a));
     match method {
         "double" => true,
@@ -201,7 +221,12 @@ fn casts_to_float64(checker: &Checker<'_>, call: Node<'_>, callee: Node<'_>) -> 
 /// batch (`x`, `inputs`, `batch`, `images`, ...), or anything cast in a data-pipeline function
 /// (`__getitem__`, `collate_fn`, `prepare_batch`, `preprocess`). A model's own methods and
 /// metric code choose their precision on purpose (quantisation scales, confusion matrices).
-fn is_input_data(checker: &Checker<'_>, call: Node<'_>, receiver: Node<'_>, device: Tri) -> bool {
+fn is_input_data<'a>(
+    checker: &Checker<'a>,
+    call: Node<'a>,
+    receiver: Node<'a>,
+    device: Tri,
+) -> bool {
     if super::in_module_method(checker, call) {
         return false;
     }
@@ -233,7 +258,7 @@ fn is_input_data(checker: &Checker<'_>, call: Node<'_>, receiver: Node<'_>, devi
         return true;
     }
     let mut root = receiver;
-    while let Some(object) = root.child_by_field_id(FIELDS.object) {
+    while let Some(object) = checker.field(root, FIELDS.object) {
         root = object;
     }
     let name = checker.node_text(root).to_ascii_lowercase();
@@ -261,7 +286,7 @@ fn is_input_data(checker: &Checker<'_>, call: Node<'_>, receiver: Node<'_>, devi
 }
 
 /// Numerical gradient checks (`torch.autograd.gradcheck`) need float64 inputs.
-fn checks_gradients(checker: &Checker<'_>, call: Node<'_>) -> bool {
+fn checks_gradients<'a>(checker: &Checker<'a>, call: Node<'a>) -> bool {
     let region = checker
         .analysis
         .enclosing_function(call)
@@ -277,15 +302,15 @@ fn is_float64(text: &str) -> bool {
 }
 
 /// `torch.from_numpy(a).float()`: converted in the same expression.
-fn converted_right_away(checker: &Checker<'_>, call: Node<'_>) -> bool {
+fn converted_right_away<'a>(checker: &Checker<'a>, call: Node<'a>) -> bool {
     let Some(parent) = call.parent() else {
         return false;
     };
     if parent.kind_id() != KINDS.attribute {
         return false;
     }
-    let method = parent
-        .child_by_field_id(FIELDS.attribute)
+    let method = checker
+        .field(parent, FIELDS.attribute)
         .map(|a| checker.node_text(a))
         .unwrap_or("");
     if matches!(

@@ -21,11 +21,11 @@ impl Check for GpuCollection {
         &["call", "assignment", "augmented_assignment"]
     }
 
-    fn check(
+    fn check<'a>(
         &self,
         rule: &Arc<RuleMeta>,
-        call: Node<'_>,
-        checker: &Checker<'_>,
+        call: Node<'a>,
+        checker: &Checker<'a>,
         out: &mut Vec<Diagnostic>,
     ) {
         let Some(found) = accumulation(checker, call) else {

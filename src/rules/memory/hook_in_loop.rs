@@ -30,27 +30,26 @@ impl Check for HookInLoop {
         &["call"]
     }
 
-    fn check(
+    fn check<'a>(
         &self,
         rule: &Arc<RuleMeta>,
-        call: Node<'_>,
-        checker: &Checker<'_>,
+        call: Node<'a>,
+        checker: &Checker<'a>,
         out: &mut Vec<Diagnostic>,
     ) {
         if !checker
-            .model
             .call_name(call)
             .is_some_and(|name| REGISTER.contains(&name))
         {
             return;
         }
-        let Some(callee) = call.child_by_field_id(FIELDS.function) else {
+        let Some(callee) = checker.callee(call) else {
             return;
         };
         if callee.kind_id() != KINDS.attribute {
             return;
         }
-        let Some(method) = callee.child_by_field_id(FIELDS.attribute) else {
+        let Some(method) = checker.field(callee, FIELDS.attribute) else {
             return;
         };
         let method = checker.node_text(method);
@@ -95,20 +94,20 @@ impl Check for HookInLoop {
 }
 
 /// A training, epoch or batch loop.
-fn repeats(checker: &Checker<'_>, loop_node: Node<'_>) -> bool {
+fn repeats<'a>(checker: &Checker<'a>, loop_node: Node<'a>) -> bool {
     let Some(facts) = checker.model.loop_facts(loop_node) else {
         return false;
     };
-    let iterable = loop_node
-        .child_by_field_id(FIELDS.right)
+    let iterable = checker
+        .field(loop_node, FIELDS.right)
         .map_or("", |r| checker.node_text(r));
     facts.trains() || facts.nested_training || training::iterates_batches(iterable)
 }
 
 /// `act.register_hook(...)` on a tensor computed in this iteration: the hook goes away with
 /// the tensor.
-fn hook_on_fresh_tensor(checker: &Checker<'_>, callee: Node<'_>, loop_node: Node<'_>) -> bool {
-    let Some(receiver) = callee.child_by_field_id(FIELDS.object) else {
+fn hook_on_fresh_tensor<'a>(checker: &Checker<'a>, callee: Node<'a>, loop_node: Node<'a>) -> bool {
+    let Some(receiver) = checker.field(callee, FIELDS.object) else {
         return false;
     };
     let Some(value) = checker.analysis.reaching_value(receiver) else {
@@ -119,13 +118,13 @@ fn hook_on_fresh_tensor(checker: &Checker<'_>, callee: Node<'_>, loop_node: Node
 }
 
 /// For a function without loops: a call of it inside a repeating loop of this file.
-fn called_in_loop(checker: &Checker<'_>) -> Option<(TextRange, String)> {
+fn called_in_loop<'a>(checker: &Checker<'a>) -> Option<(TextRange, String)> {
     let (function, facts) = checker.current_function()?;
     let is_method = facts.class.is_some();
     let calls = checker.model.calls_by_name.get(facts.name.as_str())?;
     calls.iter().find_map(|call| {
-        let attribute_call = call
-            .child_by_field_id(FIELDS.function)
+        let attribute_call = checker
+            .callee(*call)
             .is_some_and(|c| c.kind_id() == KINDS.attribute);
         if attribute_call != is_method || function.byte_range().contains(&call.start_byte()) {
             return None;
@@ -155,7 +154,7 @@ fn called_in_loop(checker: &Checker<'_>) -> Option<(TextRange, String)> {
 
 /// Whether the handle is kept and removed: `h = m.register_...(...)` with `h.remove()` in the
 /// same function, collected into a list, or used as a context manager.
-fn handle_is_managed(checker: &Checker<'_>, call: Node<'_>) -> bool {
+fn handle_is_managed<'a>(checker: &Checker<'a>, call: Node<'a>) -> bool {
     let Some(parent) = call.parent() else {
         return false;
     };
@@ -164,7 +163,7 @@ fn handle_is_managed(checker: &Checker<'_>, call: Node<'_>) -> bool {
         return false;
     }
     if kind == KINDS.assignment {
-        let Some(left) = parent.child_by_field_id(FIELDS.left) else {
+        let Some(left) = checker.field(parent, FIELDS.left) else {
             return true;
         };
         let name = checker.node_text(left);
@@ -177,9 +176,9 @@ fn handle_is_managed(checker: &Checker<'_>, call: Node<'_>) -> bool {
     // `handles.append(m.register_...(...))`: managed when something removes the handles.
     if kind == KINDS.argument_list
         && let Some(append) = parent.parent()
-        && let Some(callee) = append.child_by_field_id(FIELDS.function)
+        && let Some(callee) = checker.callee(append)
         && checker.node_text(callee).ends_with(".append")
-        && let Some(list) = callee.child_by_field_id(FIELDS.object)
+        && let Some(list) = checker.field(callee, FIELDS.object)
     {
         let list = checker.node_text(list);
         let text = checker.text();

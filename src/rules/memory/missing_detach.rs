@@ -19,11 +19,11 @@ impl Check for MissingDetach {
         &["assignment", "augmented_assignment", "call"]
     }
 
-    fn check(
+    fn check<'a>(
         &self,
         rule: &Arc<RuleMeta>,
-        node: Node<'_>,
-        checker: &Checker<'_>,
+        node: Node<'a>,
+        checker: &Checker<'a>,
         out: &mut Vec<Diagnostic>,
     ) {
         let start = out.len();
@@ -36,11 +36,11 @@ impl Check for MissingDetach {
 }
 
 impl MissingDetach {
-    fn check_grad_dependent(
+    fn check_grad_dependent<'a>(
         &self,
         rule: &Arc<RuleMeta>,
-        node: Node<'_>,
-        checker: &Checker<'_>,
+        node: Node<'a>,
+        checker: &Checker<'a>,
         out: &mut Vec<Diagnostic>,
     ) {
         if !candidate(checker, node) {
@@ -71,31 +71,31 @@ impl MissingDetach {
 }
 
 /// Whether the statement has a shape any check below looks for, before asking about grad.
-fn candidate(checker: &Checker<'_>, node: Node<'_>) -> bool {
+fn candidate<'a>(checker: &Checker<'a>, node: Node<'a>) -> bool {
     let kind = node.kind_id();
     if kind == KINDS.call {
         return matches!(
-            checker.model.call_name(node),
+            checker.call_name(node),
             Some("append" | "extend" | "insert")
         );
     }
     // From the text of the first line: tree-sitter field lookups at every assignment cost
-    // more than the checks below.
+    // more than the checks below, and this runs at every assignment of the file.
     let text = checker.node_text(node);
-    let line = text.lines().next().unwrap_or(text);
-    let Some((left, right)) = line.split_once('=') else {
+    let line = super::first_line(text);
+    let Some(equals) = memchr::memchr(b'=', line.as_bytes()) else {
         return false;
     };
+    let (left, right) = (&line[..equals], &line[equals + 1..]);
     if kind == KINDS.augmented_assignment {
         return left.trim_start().starts_with("self.");
     }
     let left = left.trim();
     // `self.x = ...`, `bank[i] = ...`, `queue = ...[:n]`, `out, h = ...`, or a name that goes
     // back into the call on the right (`h = rnn(x, h)`).
-    left.contains("self.")
-        || left.contains('[')
-        || left.contains(',')
-        || right.contains('[')
+    super::SELF_DOT.find(left.as_bytes()).is_some()
+        || memchr::memchr2(b'[', b',', left.as_bytes()).is_some()
+        || memchr::memchr(b'[', right.as_bytes()).is_some()
         || mentions_word(right, left)
         // A call spread over lines: the arguments after the first line.
         || (text.len() > line.len()
@@ -109,8 +109,13 @@ fn mentions_word(text: &str, word: &str) -> bool {
         return false;
     }
     let is_ident = |c: char| c.is_alphanumeric() || c == '_';
-    text.match_indices(word).any(|(at, _)| {
-        !text[..at].ends_with(is_ident) && !text[at + word.len()..].starts_with(is_ident)
+    // By the first byte, then the rest: a searcher built per call costs more than the short
+    // texts it would search.
+    let bytes = text.as_bytes();
+    memchr::memchr_iter(word.as_bytes()[0], bytes).any(|at| {
+        bytes[at..].starts_with(word.as_bytes())
+            && !text[..at].ends_with(is_ident)
+            && !text[at + word.len()..].starts_with(is_ident)
     })
 }
 
@@ -130,10 +135,10 @@ fn check_forward_state<'a>(
         return;
     }
     let stored = if node.kind_id() == KINDS.assignment {
-        let Some(left) = node.child_by_field_id(FIELDS.left) else {
+        let Some(left) = checker.field(node, FIELDS.left) else {
             return;
         };
-        let Some(right) = node.child_by_field_id(FIELDS.right) else {
+        let Some(right) = checker.field(node, FIELDS.right) else {
             return;
         };
         let mut targets = Vec::new();
@@ -158,15 +163,13 @@ fn check_forward_state<'a>(
         return;
     }
     let fed_back = value.kind_id() == KINDS.call
-        && value
-            .child_by_field_id(FIELDS.arguments)
-            .is_some_and(|arguments| {
-                (0..arguments.named_child_count()).any(|i| {
-                    arguments.named_child(i as u32).is_some_and(|argument| {
-                        argument_feeds(checker.node_text(argument), checker.node_text(target))
-                    })
+        && checker.arguments(value).is_some_and(|arguments| {
+            (0..arguments.named_child_count()).any(|i| {
+                arguments.named_child(i as u32).is_some_and(|argument| {
+                    argument_feeds(checker.node_text(argument), checker.node_text(target))
                 })
-            });
+            })
+        });
     let held = if fed_back {
         "goes back into the next call: every call's graph links to the previous one and memory grows with each call"
     } else {
@@ -189,15 +192,15 @@ fn check_fed_back_state<'a>(
     out: &mut Vec<Diagnostic>,
 ) {
     let (Some(left), Some(right)) = (
-        assignment.child_by_field_id(FIELDS.left),
-        assignment.child_by_field_id(FIELDS.right),
+        checker.field(assignment, FIELDS.left),
+        checker.field(assignment, FIELDS.right),
     ) else {
         return;
     };
     if right.kind_id() != KINDS.call {
         return;
     }
-    let Some(arguments) = right.child_by_field_id(FIELDS.arguments) else {
+    let Some(arguments) = checker.arguments(right) else {
         return;
     };
     let argument_texts: Vec<&str> = {
@@ -206,7 +209,8 @@ fn check_fed_back_state<'a>(
             .named_children(&mut cursor)
             .map(|a| {
                 if a.kind_id() == KINDS.keyword_argument {
-                    a.child_by_field_id(FIELDS.value)
+                    checker
+                        .field(a, FIELDS.value)
                         .map_or("", |v| checker.node_text(v))
                 } else {
                     checker.node_text(a)
@@ -353,8 +357,8 @@ fn check_rebuilt_bank<'a>(
     out: &mut Vec<Diagnostic>,
 ) {
     let (Some(left), Some(right)) = (
-        assignment.child_by_field_id(FIELDS.left),
-        assignment.child_by_field_id(FIELDS.right),
+        checker.field(assignment, FIELDS.left),
+        checker.field(assignment, FIELDS.right),
     ) else {
         return;
     };
@@ -368,7 +372,7 @@ fn check_rebuilt_bank<'a>(
     }
     let mut call = right;
     while call.kind_id() == KINDS.subscript {
-        let Some(value) = call.child_by_field_id(FIELDS.value) else {
+        let Some(value) = checker.field(call, FIELDS.value) else {
             return;
         };
         call = value;
@@ -452,7 +456,7 @@ fn argument_feeds(argument: &str, name: &str) -> bool {
 }
 
 /// `h = h.detach()`, `h.detach_()`, `h = repackage_hidden(h)` anywhere in the enclosing loops.
-fn detached_in_loop(checker: &Checker<'_>, name: &str) -> bool {
+fn detached_in_loop<'a>(checker: &Checker<'a>, name: &str) -> bool {
     let region = checker
         .enclosing_loops()
         .last()
@@ -464,7 +468,7 @@ fn detached_in_loop(checker: &Checker<'_>, name: &str) -> bool {
         || region.contains(&format!("detach_hidden({name}"))
 }
 
-fn detached_elsewhere(checker: &Checker<'_>, assignment: Node<'_>, name: &str) -> bool {
+fn detached_elsewhere<'a>(checker: &Checker<'a>, assignment: Node<'a>, name: &str) -> bool {
     let region = checker
         .analysis
         .enclosing_function(assignment)
@@ -499,13 +503,13 @@ fn flatten_targets<'a>(target: Node<'a>, out: &mut Vec<Node<'a>>) {
 
 /// Whether `loop_node` is `for i in range(x.size(..))` / `range(len(x))` / `range(x.shape[..])`
 /// and the call is fed `x[i]`: one input's time steps, not a stream of batches or steps.
-fn unrolls_one_input(checker: &Checker<'_>, loop_node: Node<'_>, arguments: &[&str]) -> bool {
+fn unrolls_one_input<'a>(checker: &Checker<'a>, loop_node: Node<'a>, arguments: &[&str]) -> bool {
     if loop_node.kind_id() != KINDS.for_statement {
         return false;
     }
     let (Some(variable), Some(range)) = (
-        loop_node.child_by_field_id(FIELDS.left),
-        loop_node.child_by_field_id(FIELDS.right),
+        checker.field(loop_node, FIELDS.left),
+        checker.field(loop_node, FIELDS.right),
     ) else {
         return false;
     };
@@ -529,7 +533,7 @@ fn unrolls_one_input(checker: &Checker<'_>, loop_node: Node<'_>, arguments: &[&s
     arguments.iter().any(|argument| argument.trim() == indexed)
 }
 
-fn function_trains(checker: &Checker<'_>) -> bool {
+fn function_trains<'a>(checker: &Checker<'a>) -> bool {
     checker
         .current_function()
         .is_some_and(|(_, facts)| facts.contains_training)

@@ -11,6 +11,8 @@ pub mod pinned_workers;
 pub mod retain_graph_in_loop;
 pub mod tensor_accumulated;
 
+use std::sync::LazyLock;
+
 use tree_sitter::Node;
 
 use crate::checker::Checker;
@@ -28,7 +30,7 @@ pub struct Forward<'a> {
 }
 
 pub fn forward_call<'a>(checker: &Checker<'a>, call: Node<'a>) -> Option<Forward<'a>> {
-    let callee = call.child_by_field_id(FIELDS.function)?;
+    let callee = checker.callee(call)?;
     let analysis = &checker.analysis;
     let kind = callee.kind_id();
     if kind == KINDS.identifier {
@@ -41,8 +43,8 @@ pub fn forward_call<'a>(checker: &Checker<'a>, call: Node<'a>) -> Option<Forward
     if kind != KINDS.attribute {
         return None;
     }
-    let object = callee.child_by_field_id(FIELDS.object)?;
-    let attribute = checker.node_text(callee.child_by_field_id(FIELDS.attribute)?);
+    let object = checker.field(callee, FIELDS.object)?;
+    let attribute = checker.call_name(call)?;
     let object_facts = analysis.facts(object);
     let callee_facts = analysis.facts(callee);
     if callee_facts.kind == Kind::Module {
@@ -136,34 +138,43 @@ pub struct Accumulation<'a> {
 /// Recognises `acc += v`, `acc = acc + v`, `acc.append(v)`, `acc[k] = v` at a statement node
 /// (augmented assignment, assignment) or call.
 pub fn accumulation<'a>(checker: &Checker<'a>, node: Node<'a>) -> Option<Accumulation<'a>> {
-    let kind = node.kind_id();
-    let shaped = match checker.accumulation_shape.get() {
-        Some((id, shaped)) if id == node.id() => shaped,
-        _ => {
-            let shaped = accumulation_shaped(checker, node, kind);
-            checker.accumulation_shape.set(Some((node.id(), shaped)));
-            shaped
-        }
-    };
-    if !shaped {
-        return None;
+    // Several memory rules ask at each statement: the answer is kept for the last one.
+    if let Some((id, found)) = checker.accumulation.get()
+        && id == node.id()
+    {
+        return found;
     }
+    let kind = node.kind_id();
+    let found = if accumulation_shaped(checker, node, kind) {
+        find_accumulation(checker, node, kind)
+    } else {
+        None
+    };
+    checker.accumulation.set(Some((node.id(), found)));
+    found
+}
+
+fn find_accumulation<'a>(
+    checker: &Checker<'a>,
+    node: Node<'a>,
+    kind: u16,
+) -> Option<Accumulation<'a>> {
     if kind == KINDS.augmented_assignment {
-        let operator = node
-            .child_by_field_id(FIELDS.operator)
+        let operator = checker
+            .field(node, FIELDS.operator)
             .map(|o| checker.node_text(o))?;
         if operator != "+=" && operator != "-=" {
             return None;
         }
-        let mut container = node.child_by_field_id(FIELDS.left)?;
+        let mut container = checker.field(node, FIELDS.left)?;
         // `stats["loss"] += loss` accumulates into `stats`.
         if container.kind_id() == KINDS.subscript {
-            container = container.child_by_field_id(FIELDS.value)?;
+            container = checker.field(container, FIELDS.value)?;
         }
         if container.kind_id() != KINDS.identifier && container.kind_id() != KINDS.attribute {
             return None;
         }
-        let right = node.child_by_field_id(FIELDS.right)?;
+        let right = checker.field(node, FIELDS.right)?;
         // `preds += [out]` extends a list like `append`.
         if right.kind_id() == KINDS.list && operator == "+=" {
             return Some(Accumulation {
@@ -179,11 +190,11 @@ pub fn accumulation<'a>(checker: &Checker<'a>, node: Node<'a>) -> Option<Accumul
         });
     }
     if kind == KINDS.assignment {
-        let left = node.child_by_field_id(FIELDS.left)?;
-        let right = node.child_by_field_id(FIELDS.right)?;
+        let left = checker.field(node, FIELDS.left)?;
+        let right = checker.field(node, FIELDS.right)?;
         if left.kind_id() == KINDS.subscript {
             return Some(Accumulation {
-                container: left.child_by_field_id(FIELDS.value)?,
+                container: checker.field(left, FIELDS.value)?,
                 value: right,
                 how: How::Store,
             });
@@ -197,15 +208,15 @@ pub fn accumulation<'a>(checker: &Checker<'a>, node: Node<'a>) -> Option<Accumul
         if right.kind_id() != KINDS.binary_operator {
             return None;
         }
-        let operator = right
-            .child_by_field_id(FIELDS.operator)
+        let operator = checker
+            .field(right, FIELDS.operator)
             .map(|o| checker.node_text(o))?;
         if operator != "+" && operator != "-" {
             return None;
         }
         let (a, b) = (
-            right.child_by_field_id(FIELDS.left)?,
-            right.child_by_field_id(FIELDS.right)?,
+            checker.field(right, FIELDS.left)?,
+            checker.field(right, FIELDS.right)?,
         );
         let target = checker.node_text(left);
         let value = if checker.node_text(a) == target {
@@ -222,12 +233,13 @@ pub fn accumulation<'a>(checker: &Checker<'a>, node: Node<'a>) -> Option<Accumul
         });
     }
     if kind == KINDS.call {
-        let callee = node.child_by_field_id(FIELDS.function)?;
+        let callee = checker.callee(node)?;
         if callee.kind_id() != KINDS.attribute {
             return None;
         }
-        let method = checker.node_text(callee.child_by_field_id(FIELDS.attribute)?);
-        let arguments = node.child_by_field_id(FIELDS.arguments)?;
+        // The attribute's name, recorded by the model for every `obj.m(...)` call.
+        let method = checker.call_name(node)?;
+        let arguments = checker.arguments(node)?;
         let value = match method {
             "append" | "extend" => arguments.named_child(0)?,
             "insert" => arguments.named_child(1)?,
@@ -237,9 +249,9 @@ pub fn accumulation<'a>(checker: &Checker<'a>, node: Node<'a>) -> Option<Accumul
             return None;
         }
         // `outputs[name].append(v)` collects into `outputs`.
-        let mut container = callee.child_by_field_id(FIELDS.object)?;
+        let mut container = checker.field(callee, FIELDS.object)?;
         while container.kind_id() == KINDS.subscript {
-            container = container.child_by_field_id(FIELDS.value)?;
+            container = checker.field(container, FIELDS.value)?;
         }
         return Some(Accumulation {
             container,
@@ -252,26 +264,33 @@ pub fn accumulation<'a>(checker: &Checker<'a>, node: Node<'a>) -> Option<Accumul
 
 /// Whether a statement can be an accumulation at all, from the recorded call name or the
 /// text of its first line (which keeps long literals from being scanned for every statement).
-fn accumulation_shaped(checker: &Checker<'_>, node: Node<'_>, kind: u16) -> bool {
+fn accumulation_shaped<'a>(checker: &Checker<'a>, node: Node<'a>, kind: u16) -> bool {
     // The first line is enough for the shapes below, and keeps long literals from being
     // scanned again for every statement.
     if kind == KINDS.call {
         return matches!(
-            checker.model.call_name(node),
+            checker.call_name(node),
             Some("append" | "extend" | "insert")
         );
     }
-    let text = first_line(checker.node_text(node));
+    // Over the first line's bytes, with searchers built once: this runs at every assignment
+    // of the file.
+    let text = first_line(checker.node_text(node)).as_bytes();
     if kind == KINDS.augmented_assignment {
-        text.contains("+=") || text.contains("-=")
-    } else {
-        text.contains('+')
-            || text.contains('-')
-            || text.contains("cat")
-            || text.contains("stack")
-            || text.contains('[')
+        return PLUS_EQUALS.find(text).is_some() || MINUS_EQUALS.find(text).is_some();
     }
+    memchr::memchr3(b'+', b'-', b'[', text).is_some()
+        || CAT.find(text).is_some()
+        || STACK.find(text).is_some()
 }
+
+type Finder = memchr::memmem::Finder<'static>;
+pub(super) static PLUS_EQUALS: LazyLock<Finder> = LazyLock::new(|| Finder::new("+="));
+pub(super) static DOT_APPEND: LazyLock<Finder> = LazyLock::new(|| Finder::new(".append("));
+static MINUS_EQUALS: LazyLock<Finder> = LazyLock::new(|| Finder::new("-="));
+static CAT: LazyLock<Finder> = LazyLock::new(|| Finder::new("cat"));
+static STACK: LazyLock<Finder> = LazyLock::new(|| Finder::new("stack"));
+pub(super) static SELF_DOT: LazyLock<Finder> = LazyLock::new(|| Finder::new("self."));
 
 /// `acc = torch.cat([acc, v])` (or `[v, acc]`, `torch.stack`, `torch.vstack`): the items
 /// concatenated onto the container.
@@ -297,7 +316,7 @@ fn concatenation<'a>(
 
 /// The items of `torch.cat([a, b])`, `torch.stack((a, b))`, `torch.vstack([a, b])`.
 pub fn concatenated_items<'a>(checker: &Checker<'a>, call: Node<'a>) -> Option<Vec<Node<'a>>> {
-    let callee = call.child_by_field_id(FIELDS.function)?;
+    let callee = checker.callee(call)?;
     let last = checker.node_text(callee).rsplit('.').next()?;
     if !matches!(
         last,
@@ -309,8 +328,8 @@ pub fn concatenated_items<'a>(checker: &Checker<'a>, call: Node<'a>) -> Option<V
     if !name.starts_with("torch.") {
         return None;
     }
-    let items = call
-        .child_by_field_id(FIELDS.arguments)?
+    let items = checker
+        .arguments(call)?
         .named_child(0)
         .filter(|items| items.kind_id() == KINDS.list || items.kind_id() == KINDS.tuple)?;
     let mut cursor = items.walk();
@@ -320,7 +339,7 @@ pub fn concatenated_items<'a>(checker: &Checker<'a>, call: Node<'a>) -> Option<V
 
 /// Why a loop runs once per batch, for labels; `None` for loops that do not (epochs,
 /// setup loops, loops over time steps of one sequence).
-pub fn per_batch_reason(checker: &Checker<'_>, loop_node: Node<'_>) -> Option<String> {
+pub fn per_batch_reason<'a>(checker: &Checker<'a>, loop_node: Node<'a>) -> Option<String> {
     let facts = checker.model.loop_facts(loop_node)?;
     if let Some(call) = &facts.training_call {
         return Some(format!(
@@ -329,15 +348,15 @@ pub fn per_batch_reason(checker: &Checker<'_>, loop_node: Node<'_>) -> Option<St
         ));
     }
     if loop_node.kind_id() == KINDS.for_statement {
-        let iterable = loop_node
-            .child_by_field_id(FIELDS.right)
+        let iterable = checker
+            .field(loop_node, FIELDS.right)
             .map_or("", |right| checker.node_text(right));
         if training::iterates_batches(iterable) {
             return Some(format!("this loop runs once per batch of `{iterable}`"));
         }
     }
-    let over_modules = loop_node
-        .child_by_field_id(FIELDS.right)
+    let over_modules = checker
+        .field(loop_node, FIELDS.right)
         .is_some_and(|iterable| checker.analysis.facts(iterable).kind == Kind::Module);
     if facts.nested_training || over_modules || in_module_method(checker, loop_node) {
         // Loops inside a model's own code run per layer or per chunk of one forward pass.
@@ -348,7 +367,7 @@ pub fn per_batch_reason(checker: &Checker<'_>, loop_node: Node<'_>) -> Option<St
 }
 
 /// Whether a node is in a method of an `nn.Module` class.
-pub fn in_module_method(checker: &Checker<'_>, node: Node<'_>) -> bool {
+pub fn in_module_method<'a>(checker: &Checker<'a>, node: Node<'a>) -> bool {
     checker
         .analysis
         .class_of(node)
@@ -357,7 +376,7 @@ pub fn in_module_method(checker: &Checker<'_>, node: Node<'_>) -> bool {
 
 /// A forward call in the loop's own body (not in nested loops or functions).
 fn runs_forward<'a>(checker: &Checker<'a>, loop_node: Node<'a>) -> Option<&'a str> {
-    runs_forward_in(checker, loop_node.child_by_field_id(FIELDS.body)?)
+    runs_forward_in(checker, checker.field(loop_node, FIELDS.body)?)
 }
 
 fn runs_forward_in<'a>(checker: &Checker<'a>, body: Node<'a>) -> Option<&'a str> {
@@ -373,7 +392,7 @@ fn runs_forward_in<'a>(checker: &Checker<'a>, body: Node<'a>) -> Option<&'a str>
         if kind == KINDS.for_statement {
             // A nested loop's iterable runs once per iteration of this one:
             // `for name, out in model(x).items()`.
-            if let Some(iterable) = node.child_by_field_id(FIELDS.right) {
+            if let Some(iterable) = checker.field(node, FIELDS.right) {
                 found = runs_forward_in(checker, iterable);
             }
             return Descend::No;
@@ -397,8 +416,8 @@ fn runs_forward_in<'a>(checker: &Checker<'a>, body: Node<'a>) -> Option<&'a str>
 }
 
 /// `forecast_error(model, x)`: a call of one of the file's functions that runs a model.
-fn calls_model_helper(checker: &Checker<'_>, call: Node<'_>) -> bool {
-    let Some(callee) = call.child_by_field_id(FIELDS.function) else {
+fn calls_model_helper<'a>(checker: &Checker<'a>, call: Node<'a>) -> bool {
+    let Some(callee) = checker.callee(call) else {
         return false;
     };
     if callee.kind_id() != KINDS.identifier {
@@ -408,7 +427,7 @@ fn calls_model_helper(checker: &Checker<'_>, call: Node<'_>) -> bool {
     let Some(function) = checker.model.function_nodes_named(name).next() else {
         return false;
     };
-    let Some(body) = function.child_by_field_id(FIELDS.body) else {
+    let Some(body) = checker.field(function, FIELDS.body) else {
         return false;
     };
     let mut found = false;
@@ -427,8 +446,14 @@ fn calls_model_helper(checker: &Checker<'_>, call: Node<'_>) -> bool {
     found
 }
 
-fn first_line(text: &str) -> &str {
-    text.lines().next().unwrap_or(text)
+pub(super) fn first_line(text: &str) -> &str {
+    match memchr::memchr(b'\n', text.as_bytes()) {
+        Some(end) => {
+            let line = &text[..end];
+            line.strip_suffix('\r').unwrap_or(line)
+        }
+        None => text,
+    }
 }
 
 /// Which enclosing loops a container outlives at `statement`: those the container's
@@ -474,8 +499,8 @@ pub fn loops_outlived<'a>(
 
 /// Whether the loop resets the container now and then (`if step % k == 0: running = 0.0`,
 /// `buffer.clear()` after a flush): what it holds is bounded by the reset interval.
-pub fn reset_in_loop(checker: &Checker<'_>, loop_node: Node<'_>, name: &str) -> bool {
-    let Some(body) = loop_node.child_by_field_id(FIELDS.body) else {
+pub fn reset_in_loop<'a>(checker: &Checker<'a>, loop_node: Node<'a>, name: &str) -> bool {
+    let Some(body) = checker.field(loop_node, FIELDS.body) else {
         return false;
     };
     let assignment = format!("{name} = ");
@@ -494,8 +519,8 @@ pub fn reset_in_loop(checker: &Checker<'_>, loop_node: Node<'_>, name: &str) -> 
 
 /// Whether a loop empties the container on each iteration: `feats.clear()`, `del feats[:]`,
 /// `self.buf = []`.
-fn clears(checker: &Checker<'_>, loop_node: Node<'_>, name: &str) -> bool {
-    let Some(body) = loop_node.child_by_field_id(FIELDS.body) else {
+fn clears<'a>(checker: &Checker<'a>, loop_node: Node<'a>, name: &str) -> bool {
+    let Some(body) = checker.field(loop_node, FIELDS.body) else {
         return false;
     };
     let mut cursor = body.walk();
@@ -546,7 +571,7 @@ fn initialisation<'a>(
         })
 }
 
-fn mentions(checker: &Checker<'_>, node: Node<'_>, name: &str) -> bool {
+fn mentions<'a>(checker: &Checker<'a>, node: Node<'a>, name: &str) -> bool {
     let mut found = false;
     walk(node, |visit| {
         if let Visit::Enter(inner) = visit
@@ -562,12 +587,12 @@ fn mentions(checker: &Checker<'_>, node: Node<'_>, name: &str) -> bool {
 
 /// Whether `statement` runs on every iteration of `loop_node`: it is in the loop's body, not
 /// under an `if`, `try` or a nested loop.
-fn contains_unconditionally(
-    checker: &Checker<'_>,
-    loop_node: Node<'_>,
-    statement: Node<'_>,
+fn contains_unconditionally<'a>(
+    checker: &Checker<'a>,
+    loop_node: Node<'a>,
+    statement: Node<'a>,
 ) -> bool {
-    let Some(body) = loop_node.child_by_field_id(FIELDS.body) else {
+    let Some(body) = checker.field(loop_node, FIELDS.body) else {
         return false;
     };
     if !body.byte_range().contains(&statement.start_byte()) {
@@ -594,7 +619,7 @@ fn contains_unconditionally(
 
 /// Whether a container only keeps the last few items: the loop pops from it
 /// (`recent.pop(0)`, `del recent[0]`) or it is a `deque(maxlen=...)`.
-pub fn bounded(checker: &Checker<'_>, container: &str, loop_node: Node<'_>) -> bool {
+pub fn bounded<'a>(checker: &Checker<'a>, container: &str, loop_node: Node<'a>) -> bool {
     let region = checker.node_text(loop_node);
     if [".pop(", ".popleft("]
         .iter()
@@ -621,7 +646,7 @@ pub fn first_per_batch<'a>(
 }
 
 /// The header of a loop (`for x in loader`), for labels.
-pub fn loop_header(checker: &Checker<'_>, loop_node: Node<'_>) -> TextRange {
+pub fn loop_header<'a>(checker: &Checker<'a>, loop_node: Node<'a>) -> TextRange {
     checker
         .model
         .loop_facts(loop_node)
@@ -630,7 +655,7 @@ pub fn loop_header(checker: &Checker<'_>, loop_node: Node<'_>) -> TextRange {
 
 /// Whether the function holding the current node runs once per batch when it is not in a
 /// loop: a framework per-batch hook (`training_step`) or a function that is itself a step.
-pub fn per_batch_function(checker: &Checker<'_>) -> Option<(TextRange, String)> {
+pub fn per_batch_function<'a>(checker: &Checker<'a>) -> Option<(TextRange, String)> {
     let (function, facts) = checker.current_function()?;
     if training::is_per_batch_hook(&facts.name) {
         return Some((
@@ -643,7 +668,7 @@ pub fn per_batch_function(checker: &Checker<'_>) -> Option<(TextRange, String)> 
     if let Some(call) = &facts.training_call_outside_loops
         && !in_module_method(
             checker,
-            function.child_by_field_id(FIELDS.body).unwrap_or(function),
+            checker.field(function, FIELDS.body).unwrap_or(function),
         )
     {
         return Some((

@@ -23,32 +23,31 @@ impl Check for PinnedWorkers {
         &["call"]
     }
 
-    fn check(
+    fn check<'a>(
         &self,
         rule: &Arc<RuleMeta>,
-        call: Node<'_>,
-        checker: &Checker<'_>,
+        call: Node<'a>,
+        checker: &Checker<'a>,
         out: &mut Vec<Diagnostic>,
     ) {
-        let Some(callee) = call.child_by_field_id(FIELDS.function) else {
+        let Some(callee) = checker.callee(call) else {
             return;
         };
         // `DataLoader` by its recorded call name, or under an alias by its qualified name
         // (which the checker resolves once per call for every rule).
-        if checker.model.call_name(call) != Some("DataLoader")
-            && !checker
-                .qualified_name(callee)
-                .is_some_and(|name| name.ends_with(".DataLoader"))
+        if checker.call_name(call) != Some("DataLoader")
+            && !(checker.may_resolve_to(call, |last| last == "DataLoader")
+                && checker
+                    .qualified_name(callee)
+                    .is_some_and(|name| name.ends_with(".DataLoader")))
         {
             return;
         }
         // Pinning has to be asked for: `pin_memory=...`, or a `**kwargs` that may hold it.
-        let passes_pinning = call
-            .child_by_field_id(FIELDS.arguments)
-            .is_some_and(|arguments| {
-                let text = checker.node_text(arguments);
-                text.contains("pin_memory") || text.contains("**")
-            });
+        let passes_pinning = checker.arguments(call).is_some_and(|arguments| {
+            let text = checker.node_text(arguments);
+            text.contains("pin_memory") || text.contains("**")
+        });
         if !passes_pinning {
             return;
         }
@@ -144,7 +143,7 @@ impl Check for PinnedWorkers {
 /// `DataLoader(ds, **loader_kwargs)` with `loader_kwargs = {"num_workers": ...}` or
 /// `dict(num_workers=...)` bound in the file.
 fn splatted_argument<'a>(checker: &Checker<'a>, call: Node<'a>, keyword: &str) -> Option<Node<'a>> {
-    let arguments = call.child_by_field_id(FIELDS.arguments)?;
+    let arguments = checker.arguments(call)?;
     let mut cursor = arguments.walk();
     let splats: Vec<Node<'a>> = arguments
         .named_children(&mut cursor)
@@ -166,12 +165,12 @@ fn dictionary_entry<'a>(checker: &Checker<'a>, dict: Node<'a>, keyword: &str) ->
         return pairs.into_iter().find_map(|pair| {
             let key = pair.child_by_field_name("key")?;
             let key = checker.node_text(key).trim_matches(['"', '\'']);
-            (key == keyword).then(|| pair.child_by_field_id(FIELDS.value))?
+            (key == keyword).then(|| checker.field(pair, FIELDS.value))?
         });
     }
     if dict.kind_id() == KINDS.call
-        && dict
-            .child_by_field_id(FIELDS.function)
+        && checker
+            .callee(dict)
             .is_some_and(|f| checker.node_text(f) == "dict")
     {
         return find_argument(dict, checker.text(), Some(keyword), None).found();
@@ -181,19 +180,19 @@ fn dictionary_entry<'a>(checker: &Checker<'a>, dict: Node<'a>, keyword: &str) ->
 
 /// The bytes of one sample of a `TensorDataset` built from tensors of literal shape
 /// (`TensorDataset(torch.randn(1000, 3, 32, 32), torch.randint(0, 10, (1000,)))`).
-fn sample_bytes(checker: &Checker<'_>, dataset: Node<'_>) -> Option<u64> {
+fn sample_bytes<'a>(checker: &Checker<'a>, dataset: Node<'a>) -> Option<u64> {
     let analysis = &checker.analysis;
     let dataset = analysis.bound_value(dataset).unwrap_or(dataset);
     if dataset.kind_id() != KINDS.call {
         return None;
     }
-    let callee = dataset.child_by_field_id(FIELDS.function)?;
+    let callee = checker.callee(dataset)?;
     if !analysis.qualified_name(callee).is_some_and(|name| {
         name.ends_with("data.TensorDataset") || name.ends_with("dataset.TensorDataset")
     }) {
         return None;
     }
-    let arguments = dataset.child_by_field_id(FIELDS.arguments)?;
+    let arguments = checker.arguments(dataset)?;
     let mut cursor = arguments.walk();
     let tensors: Vec<Node<'_>> = arguments.named_children(&mut cursor).collect();
     let mut total = 0;
@@ -206,12 +205,12 @@ fn sample_bytes(checker: &Checker<'_>, dataset: Node<'_>) -> Option<u64> {
 
 /// Bytes per row of `torch.randn(n, d1, d2)`, `torch.zeros((n, d), dtype=...)`,
 /// `torch.randint(lo, hi, (n, d))`.
-fn tensor_sample_bytes(checker: &Checker<'_>, call: Node<'_>) -> Option<u64> {
+fn tensor_sample_bytes<'a>(checker: &Checker<'a>, call: Node<'a>) -> Option<u64> {
     let analysis = &checker.analysis;
     if call.kind_id() != KINDS.call {
         return None;
     }
-    let name = analysis.qualified_name(call.child_by_field_id(FIELDS.function)?)?;
+    let name = analysis.qualified_name(checker.callee(call)?)?;
     let function = name.strip_prefix("torch.")?;
     let source = checker.text();
     let dtype = find_argument(call, source, Some("dtype"), None)
@@ -226,7 +225,7 @@ fn tensor_sample_bytes(checker: &Checker<'_>, call: Node<'_>) -> Option<u64> {
         None => default_size,
         Some(dtype) => element_size(dtype)?,
     };
-    let arguments = call.child_by_field_id(FIELDS.arguments)?;
+    let arguments = checker.arguments(call)?;
     let mut cursor = arguments.walk();
     let positional: Vec<Node<'_>> = arguments
         .named_children(&mut cursor)

@@ -20,20 +20,21 @@ impl Check for RetainGraphInLoop {
         &["call"]
     }
 
-    fn check(
+    fn check<'a>(
         &self,
         rule: &Arc<RuleMeta>,
-        call: Node<'_>,
-        checker: &Checker<'_>,
+        call: Node<'a>,
+        checker: &Checker<'a>,
         out: &mut Vec<Diagnostic>,
     ) {
-        let Some(callee) = call.child_by_field_id(FIELDS.function) else {
+        let Some(callee) = checker.callee(call) else {
             return;
         };
         // `x.backward(...)`, or `torch.autograd.backward` under any alias (the checker has
         // this call's qualified name resolved already).
-        if checker.model.call_name(call) != Some("backward")
-            && checker.qualified_name(callee).as_deref() != Some("torch.autograd.backward")
+        if checker.call_name(call) != Some("backward")
+            && !(checker.may_resolve_to(call, |last| last == "backward")
+                && checker.qualified_name(callee).as_deref() == Some("torch.autograd.backward"))
         {
             return;
         }
@@ -41,8 +42,8 @@ impl Check for RetainGraphInLoop {
             return;
         }
         let is_backward = callee.kind_id() == KINDS.attribute
-            && callee
-                .child_by_field_id(FIELDS.attribute)
+            && checker
+                .field(callee, FIELDS.attribute)
                 .is_some_and(|a| checker.node_text(a) == "backward");
         let is_autograd_backward =
             checker.qualified_name(callee).as_deref() == Some("torch.autograd.backward");
@@ -103,13 +104,11 @@ fn backward_target<'a>(checker: &Checker<'a>, call: Node<'a>, autograd: bool) ->
     if autograd {
         return find_argument(call, checker.text(), Some("tensors"), Some(0)).found();
     }
-    let mut target = call
-        .child_by_field_id(FIELDS.function)?
-        .child_by_field_id(FIELDS.object)?;
+    let mut target = checker.callee(call)?.child_by_field_id(FIELDS.object)?;
     // `scaler.scale(loss).backward()`
     if target.kind_id() == KINDS.call
-        && target
-            .child_by_field_id(FIELDS.function)
+        && checker
+            .callee(target)
             .is_some_and(|f| checker.node_text(f).ends_with(".scale"))
         && let Some(inner) = find_argument(target, checker.text(), None, Some(0)).found()
     {
@@ -145,10 +144,10 @@ fn collect_sources<'a>(
         };
         let kind = inner.kind_id();
         if kind == KINDS.call {
-            let callee = inner.child_by_field_id(FIELDS.function);
+            let callee = checker.callee(inner);
             let method = callee
                 .filter(|c| c.kind_id() == KINDS.attribute)
-                .and_then(|c| c.child_by_field_id(FIELDS.attribute))
+                .and_then(|c| checker.field(c, FIELDS.attribute))
                 .map(|a| checker.node_text(a));
             if matches!(method, Some("detach" | "detach_" | "item" | "tolist")) {
                 return Descend::No;
@@ -162,14 +161,13 @@ fn collect_sources<'a>(
         } else if kind == KINDS.identifier {
             let is_attribute_name = inner.parent().is_some_and(|parent| {
                 parent.kind_id() == KINDS.attribute
-                    && parent.child_by_field_id(FIELDS.attribute).map(|a| a.id())
-                        == Some(inner.id())
+                    && checker.field(parent, FIELDS.attribute).map(|a| a.id()) == Some(inner.id())
             });
             if !is_attribute_name {
                 names.push(inner);
             }
         } else if kind == KINDS.keyword_argument {
-            if let Some(value) = inner.child_by_field_id(FIELDS.value) {
+            if let Some(value) = checker.field(inner, FIELDS.value) {
                 names.push(value);
             }
             return Descend::No;
@@ -189,13 +187,13 @@ fn collect_sources<'a>(
 
 /// Another `.backward(...)` or `torch.autograd.grad(...)` after `call` in the region whose
 /// target shares a forward pass with the retained graph (or whose target is unknown).
-fn later_backward_through(
-    checker: &Checker<'_>,
-    region: Node<'_>,
-    call: Node<'_>,
-    retained: &[Node<'_>],
+fn later_backward_through<'a>(
+    checker: &Checker<'a>,
+    region: Node<'a>,
+    call: Node<'a>,
+    retained: &[Node<'a>],
 ) -> bool {
-    let Some(body) = region.child_by_field_id(FIELDS.body) else {
+    let Some(body) = checker.field(region, FIELDS.body) else {
         return false;
     };
     let mut later = Vec::new();
@@ -210,8 +208,8 @@ fn later_backward_through(
             return Descend::No;
         }
         if node.kind_id() == KINDS.call && node.start_byte() > call.end_byte() {
-            let text = node
-                .child_by_field_id(FIELDS.function)
+            let text = checker
+                .callee(node)
                 .map(|f| checker.node_text(f))
                 .unwrap_or("");
             if text.ends_with(".backward") || text.ends_with("autograd.grad") || text == "grad" {
@@ -221,8 +219,8 @@ fn later_backward_through(
         Descend::Yes
     });
     later.into_iter().any(|node| {
-        let text = node
-            .child_by_field_id(FIELDS.function)
+        let text = checker
+            .callee(node)
             .map(|f| checker.node_text(f))
             .unwrap_or("");
         let target = if text.ends_with(".backward") {

@@ -21,11 +21,11 @@ impl Check for TensorAccumulated {
         &["augmented_assignment", "assignment", "call"]
     }
 
-    fn check(
+    fn check<'a>(
         &self,
         rule: &Arc<RuleMeta>,
-        node: Node<'_>,
-        checker: &Checker<'_>,
+        node: Node<'a>,
+        checker: &Checker<'a>,
         out: &mut Vec<Diagnostic>,
     ) {
         let start = out.len();
@@ -38,11 +38,11 @@ impl Check for TensorAccumulated {
 }
 
 impl TensorAccumulated {
-    fn check_grad_dependent(
+    fn check_grad_dependent<'a>(
         &self,
         rule: &Arc<RuleMeta>,
-        node: Node<'_>,
-        checker: &Checker<'_>,
+        node: Node<'a>,
+        checker: &Checker<'a>,
         out: &mut Vec<Diagnostic>,
     ) {
         let found = accumulation(checker, node);
@@ -157,16 +157,14 @@ fn check_helper_call<'a>(
     checker: &Checker<'a>,
     out: &mut Vec<Diagnostic>,
 ) {
-    let Some(callee) = call.child_by_field_id(FIELDS.function) else {
+    let Some(callee) = checker.callee(call) else {
         return;
     };
     if callee.kind_id() != KINDS.attribute {
         return;
     }
-    let Some(method) = callee
-        .child_by_field_id(FIELDS.attribute)
-        .map(|m| checker.node_text(m))
-    else {
+    // The attribute's name, as the model recorded it for `obj.m(...)`.
+    let Some(method) = checker.call_name(call) else {
         return;
     };
     // Only methods of this file's classes can be followed; ask that before any value facts.
@@ -178,7 +176,10 @@ fn check_helper_call<'a>(
             .flat_map(|class| class.methods.iter())
             .filter(|(_, helper)| {
                 let body = checker.node_text(*helper);
-                body.contains("self.") && (body.contains("+=") || body.contains(".append("))
+                let body = body.as_bytes();
+                super::SELF_DOT.find(body).is_some()
+                    && (super::PLUS_EQUALS.find(body).is_some()
+                        || super::DOT_APPEND.find(body).is_some())
             })
             .map(|(name, _)| (*name).to_owned())
             .collect()
@@ -186,7 +187,7 @@ fn check_helper_call<'a>(
     if !storing.contains(method) {
         return;
     }
-    let Some(arguments) = call.child_by_field_id(FIELDS.arguments) else {
+    let Some(arguments) = checker.arguments(call) else {
         return;
     };
     let mut cursor = arguments.walk();
@@ -235,12 +236,12 @@ fn check_helper_call<'a>(
 }
 
 fn parameter_name<'a>(checker: &Checker<'a>, function: Node<'a>, index: usize) -> Option<&'a str> {
-    let parameters = function.child_by_field_id(FIELDS.parameters)?;
+    let parameters = checker.field(function, FIELDS.parameters)?;
     let parameter = parameters.named_child(index as u32)?;
     let name = if parameter.kind_id() == KINDS.identifier {
         parameter
     } else {
-        parameter.child_by_field_id(FIELDS.name)?
+        checker.field(parameter, FIELDS.name)?
     };
     Some(checker.node_text(name))
 }
@@ -252,7 +253,7 @@ fn storing_statement<'a>(
     helper: Node<'a>,
     parameter: &str,
 ) -> Option<(Node<'a>, Node<'a>)> {
-    let body = helper.child_by_field_id(FIELDS.body)?;
+    let body = checker.field(helper, FIELDS.body)?;
     let mut found = None;
     crate::parse::walk(body, |visit| {
         let crate::parse::Visit::Enter(node) = visit else {
@@ -276,13 +277,13 @@ fn storing_statement<'a>(
     found
 }
 
-fn mentions_name(checker: &Checker<'_>, node: Node<'_>, name: &str) -> bool {
+fn mentions_name<'a>(checker: &Checker<'a>, node: Node<'a>, name: &str) -> bool {
     let text = checker.node_text(node);
     text.split(|c: char| !c.is_alphanumeric() && c != '_')
         .any(|word| word == name)
 }
 
-fn detaches(checker: &Checker<'_>, node: Node<'_>) -> bool {
+fn detaches<'a>(checker: &Checker<'a>, node: Node<'a>) -> bool {
     let text = checker.node_text(node);
     [".item()", ".detach()", "float(", ".tolist()", "int("]
         .iter()
@@ -291,7 +292,7 @@ fn detaches(checker: &Checker<'_>, node: Node<'_>) -> bool {
 
 /// Whether the value is (an expression of) a variable the loop calls `.backward()` on: then it
 /// certainly carries a graph, whatever produced it (`loss = self._loss_fn(...)`).
-fn backpropagated_in_loop(checker: &Checker<'_>, value: Node<'_>) -> bool {
+fn backpropagated_in_loop<'a>(checker: &Checker<'a>, value: Node<'a>) -> bool {
     let Some(loop_node) = checker.enclosing_loops().first().copied() else {
         return false;
     };
@@ -310,7 +311,7 @@ fn backpropagated_in_loop(checker: &Checker<'_>, value: Node<'_>) -> bool {
 
 /// Whether `container.backward()` is called in the same function: the accumulated loss is
 /// backpropagated on purpose (gradient accumulation).
-fn backpropagated(checker: &Checker<'_>, container: Node<'_>) -> bool {
+fn backpropagated<'a>(checker: &Checker<'a>, container: Node<'a>) -> bool {
     let region = checker
         .analysis
         .enclosing_function(container)
@@ -321,13 +322,13 @@ fn backpropagated(checker: &Checker<'_>, container: Node<'_>) -> bool {
         || region.contains(&format!("scale({name}).backward("))
 }
 
-pub(crate) fn in_module_forward(checker: &Checker<'_>) -> bool {
+pub(crate) fn in_module_forward<'a>(checker: &Checker<'a>) -> bool {
     let Some((function, facts)) = checker.current_function() else {
         return false;
     };
     facts.name == "forward"
         && checker
             .analysis
-            .class_of(function.child_by_field_id(FIELDS.body).unwrap_or(function))
+            .class_of(checker.field(function, FIELDS.body).unwrap_or(function))
             .is_some_and(|class| checker.analysis.modules().is_module_class(class))
 }

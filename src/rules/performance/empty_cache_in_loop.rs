@@ -5,9 +5,8 @@ use std::sync::Arc;
 
 use tree_sitter::Node;
 
-use crate::checker::Checker;
+use crate::checker::{Checker, last_part_is};
 use crate::diagnostic::Diagnostic;
-use crate::parse::FIELDS;
 use crate::rules::{Check, RuleMeta};
 
 pub struct EmptyCacheInLoop;
@@ -26,20 +25,31 @@ impl Check for EmptyCacheInLoop {
         &["call"]
     }
 
-    fn check(
+    fn check<'a>(
         &self,
         rule: &Arc<RuleMeta>,
-        call: Node<'_>,
-        checker: &Checker<'_>,
+        call: Node<'a>,
+        checker: &Checker<'a>,
         out: &mut Vec<Diagnostic>,
     ) {
         let extra = checker
             .option(rule, "extra-functions")
             .and_then(|value| value.as_array().cloned())
             .unwrap_or_default();
-        let Some(callee) = call.child_by_field_id(FIELDS.function) else {
+        let Some(callee) = checker.callee(call) else {
             return;
         };
+        // Every listed flush is named `empty_cache`; the configured ones may be named anything.
+        let may_match = checker.may_resolve_to(call, |last| {
+            last == "empty_cache"
+                || extra
+                    .iter()
+                    .filter_map(|f| f.as_str())
+                    .any(|name| last_part_is(name, last))
+        });
+        if !may_match {
+            return;
+        }
         let Some(name) = checker.qualified_name(callee) else {
             return;
         };
