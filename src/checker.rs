@@ -90,8 +90,6 @@ pub struct Checker<'a> {
     pub(crate) accumulation: std::cell::Cell<Option<(usize, Option<Accumulation<'a>>)>>,
     /// Names of this file's methods that add something to `self` (`self.sum += val`).
     pub(crate) storing_methods: std::cell::OnceCell<rustc_hash::FxHashSet<String>>,
-    /// The last call asked for its argument list, and the answer: every call rule asks.
-    arguments: std::cell::Cell<Option<(usize, Option<Node<'a>>)>>,
     /// The last call asked for its callee and name, and the model's answer (a lookup in a
     /// map as large as the file's calls, which every call rule makes several times).
     recorded_call: std::cell::Cell<Option<RecordedCall<'a>>>,
@@ -119,7 +117,6 @@ pub fn check<'a>(
         function_memo: std::cell::RefCell::new(rustc_hash::FxHashMap::default()),
         storing_methods: std::cell::OnceCell::new(),
         accumulation: std::cell::Cell::new(None),
-        arguments: std::cell::Cell::new(None),
         recorded_call: std::cell::Cell::new(None),
         fields: Default::default(),
     };
@@ -322,14 +319,7 @@ impl<'a> Checker<'a> {
 
     /// The argument list of a call, looked up once for all the rules at that call.
     pub fn arguments(&self, call: Node<'a>) -> Option<Node<'a>> {
-        if let Some((id, arguments)) = self.arguments.get()
-            && id == call.id()
-        {
-            return arguments;
-        }
-        let arguments = call.child_by_field_id(FIELDS.arguments);
-        self.arguments.set(Some((call.id(), arguments)));
-        arguments
+        self.field(call, FIELDS.arguments)
     }
 
     /// Whether the callee of `call` can resolve to a qualified name whose last part passes

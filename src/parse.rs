@@ -359,6 +359,12 @@ pub fn walk<'tree>(root: Node<'tree>, mut visit: impl FnMut(Visit<'tree>) -> Des
     }
 }
 
+/// Whether a character can be part of a Python identifier (letters and digits of any script,
+/// and `_`).
+pub fn is_identifier_char(c: char) -> bool {
+    c == '_' || c.is_alphanumeric()
+}
+
 /// The source text of a node.
 pub fn text<'a>(node: Node<'_>, source: &'a str) -> &'a str {
     source.get(node.byte_range()).unwrap_or("")

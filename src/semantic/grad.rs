@@ -239,10 +239,7 @@ fn call_sites<'a>(analysis: &Analysis<'a>, function: Node<'_>) -> Vec<Node<'a>> 
         .into_iter()
         .flatten()
         .filter(|call| {
-            let callee = analysis
-                .model
-                .recorded_callee(**call)
-                .or_else(|| call.child_by_field_id(FIELDS.function));
+            let callee = analysis.model.callee(**call);
             let attribute_call = callee.is_some_and(|c| c.kind_id() == KINDS.attribute);
             attribute_call == is_method
                 // A recursive call does not tell how the function is entered.

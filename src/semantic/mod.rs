@@ -19,7 +19,7 @@ use tree_sitter::{Node, Tree};
 
 use std::sync::LazyLock;
 
-use crate::parse::{FIELDS, KINDS, Visit, text};
+use crate::parse::{FIELDS, KINDS, Visit, is_identifier_char, text};
 use crate::source::TextRange;
 use scope::{Binding, BindingKind, ScopeId, ScopeKind, Scopes, Site};
 
@@ -163,10 +163,12 @@ impl<'a> SemanticModel<'a> {
         self.call_names.get(&call.id()).map(|&(_, name)| name)
     }
 
-    /// The callee of a call recorded in [`call_name`](Self::call_name): found during the walk,
-    /// which a field lookup on the tree would repeat.
-    pub fn recorded_callee(&self, call: Node<'_>) -> Option<Node<'a>> {
-        self.call_names.get(&call.id()).map(|&(callee, _)| callee)
+    /// The callee of a call (`f` of `f(x)`): found during the walk for most calls, which a
+    /// field lookup on the tree would repeat.
+    pub fn callee(&self, call: Node<'a>) -> Option<Node<'a>> {
+        self.recorded_call(call)
+            .map(|(callee, _)| callee)
+            .or_else(|| call.child_by_field_id(FIELDS.function))
     }
 
     /// The callee and the name of a call recorded in [`call_name`](Self::call_name).
@@ -1273,7 +1275,7 @@ fn trailing_name(text: &str) -> Option<&str> {
     let start = text
         .char_indices()
         .rev()
-        .take_while(|(_, c)| *c == '_' || c.is_alphanumeric())
+        .take_while(|&(_, c)| is_identifier_char(c))
         .last()
         .map(|(at, _)| at)?;
     Some(&text[start..])

@@ -5,7 +5,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use tree_sitter::Node;
 
-use crate::parse::{FIELDS, KINDS, text};
+use crate::parse::{FIELDS, KINDS, is_identifier_char, text};
 use crate::source::TextRange;
 
 pub type ScopeId = usize;
@@ -309,7 +309,7 @@ fn plain_dotted(text: &str) -> Option<(&str, &str)> {
     let is_name = |part: &str| {
         !part.is_empty()
             && !part.starts_with(|c: char| c.is_ascii_digit())
-            && part.chars().all(|c| c == '_' || c.is_alphanumeric())
+            && part.chars().all(is_identifier_char)
     };
     (is_name(head) && rest.split('.').all(is_name)).then_some((head, rest))
 }

@@ -39,8 +39,7 @@ impl Check for Float64Data {
         out: &mut Vec<Diagnostic>,
     ) {
         // A cast, a conversion from an array or a default-dtype switch by its recorded name,
-        // or any `torch.*` call (which may take `dtype=`, and whose qualified name the
-        // checker has resolved for this call already).
+        // or any `torch.*` call (which may take `dtype=`).
         let named = matches!(
             checker.call_name(call),
             Some(
@@ -58,24 +57,21 @@ impl Check for Float64Data {
         let Some(callee) = checker.callee(call) else {
             return;
         };
-        // An aliased import (`from torch import tensor as T`) is found by its qualified name,
-        // which the checker has resolved for this call already.
-        // Without one of those names, only a bare alias or a `dtype=` can make it one of
-        // ours; ask that before resolving the callee.
-        if !named
-            && !checker.may_resolve_to(call, |_| false)
-            && DTYPE.find(checker.node_text(call).as_bytes()).is_none()
-        {
-            return;
-        }
-        if !named
-            && !checker.qualified_name(callee).is_some_and(|name| {
+        // Without one of those names, only an alias of one (`from torch import tensor as T`)
+        // or a `torch.*` call taking `dtype=` is ours; the text tests come before resolving.
+        if !named {
+            let mentions_dtype = DTYPE.find(checker.node_text(call).as_bytes()).is_some();
+            if !mentions_dtype && !checker.may_resolve_to(call, |_| false) {
+                return;
+            }
+            let ours = checker.qualified_name(callee).is_some_and(|name| {
                 FROM_ARRAYS.contains(&name.as_str())
                     || DEFAULT_DTYPE.contains(&name.as_str())
-                    || (name.starts_with("torch.") && checker.node_text(call).contains("dtype"))
-            })
-        {
-            return;
+                    || (name.starts_with("torch.") && mentions_dtype)
+            });
+            if !ours {
+                return;
+            }
         }
         // Syntax first: a cast, a conversion from an array, a default-dtype switch, or a
         // `dtype=` keyword.
@@ -106,7 +102,7 @@ impl Check for Float64Data {
         if !shaped {
             return;
         }
-        let name = checker.qualified_name(callee).unwrap_or_default();
+        let name = resolved.unwrap_or_default();
         let source = checker.text();
         let dtype = find_argument(call, source, Some("dtype"), None).found();
         let what = if DEFAULT_DTYPE.contains(&name.as_str()) {

@@ -34,7 +34,7 @@ impl Check for PinnedWorkers {
             return;
         };
         // `DataLoader` by its recorded call name, or under an alias by its qualified name
-        // (which the checker resolves once per call for every rule).
+        // (resolved only when the callee could be it).
         if checker.call_name(call) != Some("DataLoader")
             && !(checker.may_resolve_to(call, |last| last == "DataLoader")
                 && checker

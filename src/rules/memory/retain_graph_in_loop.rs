@@ -30,8 +30,8 @@ impl Check for RetainGraphInLoop {
         let Some(callee) = checker.callee(call) else {
             return;
         };
-        // `x.backward(...)`, or `torch.autograd.backward` under any alias (the checker has
-        // this call's qualified name resolved already).
+        // `x.backward(...)`, or `torch.autograd.backward` under any alias (resolved only
+        // when the callee could be it).
         if checker.call_name(call) != Some("backward")
             && !(checker.may_resolve_to(call, |last| last == "backward")
                 && checker.qualified_name(callee).as_deref() == Some("torch.autograd.backward"))
