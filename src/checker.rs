@@ -2,7 +2,6 @@
 //! keeps the context (scope, loops, grad mode, handlers, guards) and hands each node to the
 //! rules registered for its kind.
 
-use std::collections::HashSet;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
@@ -83,8 +82,12 @@ pub struct Checker<'a> {
     /// about the same callee.
     resolved: std::cell::RefCell<Option<(usize, Option<String>)>>,
     /// Per-function answers the rules ask at every call inside it, by function node id.
+    /// Keyed by function node id and the question's address: hashing the question's text
+    /// would cost more than most answers.
     pub(crate) function_memo:
-        std::cell::RefCell<rustc_hash::FxHashMap<(usize, &'static str), bool>>,
+        std::cell::RefCell<rustc_hash::FxHashMap<(usize, usize, usize), bool>>,
+    /// Rule options read so far, by rule and option name: read at every call otherwise.
+    options: std::cell::RefCell<Vec<(usize, &'static str, Option<toml::Value>)>>,
     /// The last statement asked whether it accumulates into a container, and the answer
     /// (several memory rules ask at each statement).
     pub(crate) accumulation: std::cell::Cell<Option<(usize, Option<Accumulation<'a>>)>>,
@@ -115,6 +118,7 @@ pub fn check<'a>(
         scopes: vec![0],
         resolved: std::cell::RefCell::new(None),
         function_memo: std::cell::RefCell::new(rustc_hash::FxHashMap::default()),
+        options: std::cell::RefCell::new(Vec::new()),
         storing_methods: std::cell::OnceCell::new(),
         accumulation: std::cell::Cell::new(None),
         recorded_call: std::cell::Cell::new(None),
@@ -122,22 +126,20 @@ pub fn check<'a>(
     };
     let mut diagnostics = Vec::new();
     let mut failed: Vec<InternalError> = Vec::new();
-    let mut disabled: HashSet<usize> = HashSet::new();
+    // By entry index: the rules that panicked in this file.
+    let mut disabled: Vec<bool> = Vec::new();
     let mut cursor = QueryCursor::new();
     cursor.set_max_start_depth(Some(0));
 
-    for visit in &model.skeleton {
-        let node = match *visit {
-            Visit::Enter(node) => node,
-            Visit::Leave(node) => {
-                checker.leave(node);
-                continue;
-            }
-        };
-        let kind = node.kind_id();
-        checker.enter(node, kind);
+    for step in &model.skeleton {
+        let (node, kind) = (step.node, step.kind);
+        if !step.enter {
+            checker.leave(node, step.opens_scope);
+            continue;
+        }
+        checker.enter(node, kind, step.opens_scope);
         for (index, entry) in dispatch.for_kind(kind) {
-            if disabled.contains(&index) {
+            if disabled.get(index).copied().unwrap_or(false) {
                 continue;
             }
             IN_RULE.with(|flag| flag.set(true));
@@ -146,7 +148,10 @@ pub fn check<'a>(
             }));
             IN_RULE.with(|flag| flag.set(false));
             if let Err(panic) = outcome {
-                disabled.insert(index);
+                if disabled.len() <= index {
+                    disabled.resize(index + 1, false);
+                }
+                disabled[index] = true;
                 failed.push(InternalError {
                     rule: Arc::clone(entry.rule()),
                     message: panic_message(&panic),
@@ -193,9 +198,9 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
 }
 
 impl<'a> Checker<'a> {
-    fn enter(&mut self, node: Node<'a>, kind: u16) {
+    fn enter(&mut self, node: Node<'a>, kind: u16, opens_scope: bool) {
         let k = &*KINDS;
-        if let Some(scope) = self.model.scope_of(node) {
+        if opens_scope && let Some(scope) = self.model.scope_of(node) {
             self.scopes.push(scope);
         }
         let frame = if kind == k.function_definition {
@@ -219,11 +224,11 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn leave(&mut self, node: Node<'a>) {
+    fn leave(&mut self, node: Node<'a>, closes_scope: bool) {
         if self.frames.last().is_some_and(|frame| frame.node == node) {
             self.frames.pop();
         }
-        if self.model.scope_of(node).is_some() {
+        if closes_scope {
             self.scopes.pop();
         }
     }
@@ -241,7 +246,9 @@ impl<'a> Checker<'a> {
         let Some((function, _)) = self.current_function() else {
             return compute();
         };
-        let key = (function.id(), question);
+        // The question's address and length: two questions share an address only when one's
+        // text starts the other's.
+        let key = (function.id(), question.as_ptr() as usize, question.len());
         if let Some(answer) = self.function_memo.borrow().get(&key) {
             return *answer;
         }
@@ -324,16 +331,20 @@ impl<'a> Checker<'a> {
 
     /// Whether the callee of `call` can resolve to a qualified name whose last part passes
     /// `last`, before resolving it: `a.b.f` resolves to a name ending in `.f` or to nothing,
-    /// while a bare name may be an alias of anything (`from torch import load as L`), and a
-    /// parenthesized callee is unwrapped first.
+    /// and so does a bare `f` unless the file binds `f` to an import or an alias
+    /// (`from torch import load as L`); a parenthesized callee is unwrapped first.
     pub fn may_resolve_to(&self, call: Node<'a>, last: impl Fn(&str) -> bool) -> bool {
-        let Some(callee) = self.callee(call) else {
-            return false;
+        let Some((callee, name)) = self.recorded_call(call) else {
+            // A callee that is no name (`(torch.load)(f)`), or a call the walk passed over.
+            return self.callee(call).is_some_and(|callee| {
+                let kind = callee.kind_id();
+                kind == KINDS.identifier || kind == KINDS.parenthesized_expression
+            });
         };
-        let kind = callee.kind_id();
-        kind == KINDS.identifier
-            || kind == KINDS.parenthesized_expression
-            || (kind == KINDS.attribute && self.call_name(call).is_some_and(last))
+        if callee.kind_id() == KINDS.identifier && self.model.scopes.may_rename(name) {
+            return true;
+        }
+        last(name)
     }
 
     /// Whether the callee of `call` resolves to one of `names`.
@@ -615,8 +626,19 @@ impl<'a> Checker<'a> {
     }
 
     /// The value of a rule option from the file's settings, or its declared default.
-    pub fn option(&self, rule: &RuleMeta, name: &str) -> Option<toml::Value> {
-        self.settings.rule_option(rule, name)
+    pub fn option(&self, rule: &RuleMeta, name: &'static str) -> Option<toml::Value> {
+        let key = std::ptr::from_ref(rule) as usize;
+        if let Some((_, _, value)) = self
+            .options
+            .borrow()
+            .iter()
+            .find(|(r, n, _)| *r == key && *n == name)
+        {
+            return value.clone();
+        }
+        let value = self.settings.rule_option(rule, name);
+        self.options.borrow_mut().push((key, name, value.clone()));
+        value
     }
 }
 

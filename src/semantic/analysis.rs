@@ -8,11 +8,11 @@ use std::cell::{OnceCell, RefCell};
 use rustc_hash::FxHashMap as HashMap;
 use tree_sitter::Node;
 
-use super::SemanticModel;
 use super::grad::GradInfo;
 use super::modules::ModuleInfo;
 use super::scope::ScopeId;
 use super::values::{CallKey, ValueFacts};
+use super::{AttributeAssignment, SemanticModel};
 use crate::parse::text;
 
 pub struct Analysis<'a> {
@@ -28,6 +28,10 @@ pub struct Analysis<'a> {
     /// What calls of the file's own functions return, by argument facts (`values`).
     pub(super) calls: RefCell<HashMap<CallKey, Option<ValueFacts>>>,
     pub(super) targets_gpu: OnceCell<bool>,
+    /// `self.<attribute> = ...` assignments by attribute, as indices into the model's
+    /// `attribute_assignments` in document order: every `self.x` in a module asks for them,
+    /// and a model file has thousands.
+    self_assignments: OnceCell<HashMap<&'a str, Vec<usize>>>,
 }
 
 impl<'a> Analysis<'a> {
@@ -42,7 +46,29 @@ impl<'a> Analysis<'a> {
             in_progress: RefCell::new(Vec::new()),
             calls: RefCell::new(HashMap::default()),
             targets_gpu: OnceCell::new(),
+            self_assignments: OnceCell::new(),
         }
+    }
+
+    /// The `self.<attribute> = ...` assignments of the file, in document order.
+    pub fn self_assignments(
+        &self,
+        attribute: &str,
+    ) -> impl Iterator<Item = &AttributeAssignment<'a>> {
+        let index = self.self_assignments.get_or_init(|| {
+            let mut index: HashMap<&'a str, Vec<usize>> = HashMap::default();
+            for (at, assignment) in self.model.attribute_assignments.iter().enumerate() {
+                if assignment.object == "self" {
+                    index.entry(assignment.attribute).or_default().push(at);
+                }
+            }
+            index
+        });
+        index
+            .get(attribute)
+            .into_iter()
+            .flatten()
+            .map(|&at| &self.model.attribute_assignments[at])
     }
 
     pub fn text(&self, node: Node<'_>) -> &'a str {

@@ -180,10 +180,7 @@ impl<'a> Analysis<'a> {
         let attribute = self.text(attribute);
         if self.text(object) == "self" {
             let values: Vec<Node<'a>> = self
-                .model
-                .attribute_assignments
-                .iter()
-                .filter(|a| a.object == "self" && a.attribute == attribute)
+                .self_assignments(attribute)
                 .filter_map(|a| match a.site {
                     Site::Value { value, index: None } => Some(value),
                     _ => None,
@@ -427,11 +424,7 @@ impl<'a> Analysis<'a> {
             }
             if node.kind_id() == KINDS.attribute && self.text(node).starts_with("self.") {
                 let attribute = self.text(node.child_by_field_id(FIELDS.attribute)?);
-                let assignment = self
-                    .model
-                    .attribute_assignments
-                    .iter()
-                    .find(|a| a.object == "self" && a.attribute == attribute)?;
+                let assignment = self.self_assignments(attribute).next()?;
                 match assignment.site {
                     Site::Value { value, index: None } => node = value,
                     _ => return None,

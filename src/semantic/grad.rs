@@ -7,7 +7,7 @@ use rustc_hash::FxHashMap as HashMap;
 use tree_sitter::Node;
 
 use super::analysis::Analysis;
-use crate::parse::{FIELDS, KINDS, Visit};
+use crate::parse::{FIELDS, KINDS};
 use crate::rules::declarative::find_argument;
 use crate::source::TextRange;
 
@@ -75,11 +75,11 @@ impl GradInfo {
         let mut info = GradInfo::default();
         let mut open: Vec<usize> = Vec::new();
         let mut functions: Vec<(usize, Node<'_>)> = Vec::new();
-        for visit in &analysis.model.skeleton {
-            let Visit::Enter(node) = *visit else {
+        for step in &analysis.model.skeleton {
+            if !step.enter {
                 continue;
-            };
-            let kind = node.kind_id();
+            }
+            let (node, kind) = (step.node, step.kind);
             let (range, region) = if kind == KINDS.with_statement {
                 let Some(effect) = with_effect(analysis, node) else {
                     continue;
@@ -124,27 +124,26 @@ impl GradInfo {
         }
 
         // Optimistic start: every function with callers is disabled until a caller says not.
-        let sites: Vec<(usize, Vec<Node<'_>>)> = functions
-            .iter()
-            .map(|&(id, node)| (id, call_sites(analysis, node)))
-            .collect();
-        // `sites` and `hooks` are in the order of `functions`.
+        // Call sites are walked lazily: the first grad-enabled one settles a function, and a
+        // model file has as many `super().__init__(...)` calls as `__init__` methods.
         let hooks: Vec<bool> = functions
             .iter()
             .map(|(_, node)| framework_no_grad_hook(analysis, *node))
             .collect();
-        for ((id, calls), hook) in sites.iter().zip(&hooks) {
-            info.disabled_by_callers
-                .insert(*id, *hook || !calls.is_empty());
+        let has_sites: Vec<bool> = functions
+            .iter()
+            .map(|(_, node)| call_sites(analysis, *node).next().is_some())
+            .collect();
+        for (((id, _), hook), sites) in functions.iter().zip(&hooks).zip(&has_sites) {
+            info.disabled_by_callers.insert(*id, *hook || *sites);
         }
         loop {
             let mut changed = false;
-            for ((id, calls), &hook) in sites.iter().zip(&hooks) {
-                if !info.disabled_by_callers[id] || calls.is_empty() {
+            for (((id, node), &hook), &sites) in functions.iter().zip(&hooks).zip(&has_sites) {
+                if !info.disabled_by_callers[id] || !sites {
                     continue;
                 }
-                let all_disabled = calls
-                    .iter()
+                let all_disabled = call_sites(analysis, *node)
                     .all(|call| info.mode_at(call.start_byte()) == GradMode::Disabled);
                 if !all_disabled && !hook {
                     info.disabled_by_callers.insert(*id, false);
@@ -227,26 +226,26 @@ impl GradInfo {
 
 /// The call sites of a function in this file: `f(...)` for plain functions, `x.f(...)` for
 /// methods (by name: which object a method is called on is not tracked).
-fn call_sites<'a>(analysis: &Analysis<'a>, function: Node<'_>) -> Vec<Node<'a>> {
-    let Some(facts) = analysis.model.function_facts(function) else {
-        return Vec::new();
-    };
-    let is_method = facts.class.is_some();
-    analysis
-        .model
-        .calls_by_name
-        .get(facts.name.as_str())
+fn call_sites<'a, 'b>(
+    analysis: &'b Analysis<'a>,
+    function: Node<'b>,
+) -> impl Iterator<Item = Node<'a>> + 'b {
+    let facts = analysis.model.function_facts(function);
+    let is_method = facts.is_some_and(|facts| facts.class.is_some());
+    facts
+        .and_then(|facts| analysis.model.calls_by_name.get(facts.name.as_str()))
         .into_iter()
         .flatten()
-        .filter(|call| {
+        .filter(move |call| {
+            // A recursive call does not tell how the function is entered.
+            if function.byte_range().contains(&call.start_byte()) {
+                return false;
+            }
             let callee = analysis.model.callee(**call);
             let attribute_call = callee.is_some_and(|c| c.kind_id() == KINDS.attribute);
             attribute_call == is_method
-                // A recursive call does not tell how the function is entered.
-                && !function.byte_range().contains(&call.start_byte())
         })
         .copied()
-        .collect()
 }
 
 fn framework_no_grad_hook(analysis: &Analysis<'_>, function: Node<'_>) -> bool {

@@ -19,14 +19,15 @@ use tree_sitter::{Node, Tree};
 
 use std::sync::LazyLock;
 
-use crate::parse::{FIELDS, KINDS, Visit, is_identifier_char, text};
+use crate::parse::{FIELDS, KINDS, is_identifier_char, text};
 use crate::source::TextRange;
 use scope::{Binding, BindingKind, ScopeId, ScopeKind, Scopes, Site};
 
 #[derive(Debug)]
 pub struct SemanticModel<'a> {
-    /// Context-opening nodes and rule entry nodes, entered and left in document order.
-    pub skeleton: Vec<Visit<'a>>,
+    /// Context-opening nodes and rule entry nodes, entered (and, for contexts, left) in
+    /// document order.
+    pub skeleton: Vec<Step<'a>>,
     pub scopes: Scopes<'a>,
     /// The scope each scope-creating node (function, class, lambda, comprehension) opens.
     scope_of_node: HashMap<usize, ScopeId>,
@@ -51,6 +52,19 @@ pub struct SemanticModel<'a> {
     /// by call node id: `f` of `f(x)`, `m` of `obj.m(x)`. Rules ask it first at every call,
     /// before any tree lookup.
     call_names: HashMap<usize, (Node<'a>, &'a str)>,
+}
+
+/// One step of the skeleton: a node entered, or a context node left. The walk that records it
+/// has read the kind and knows whether the node opened a scope, so the replay asks the tree
+/// and the scope map nothing.
+#[derive(Debug, Clone, Copy)]
+pub struct Step<'a> {
+    pub node: Node<'a>,
+    pub kind: u16,
+    /// Entered (before the nodes inside it) or left (after them).
+    pub enter: bool,
+    /// Whether the node opens a scope: a function, class, lambda or comprehension.
+    pub opens_scope: bool,
 }
 
 /// `obj.attr = value` or `obj.attr += value` (or `obj.attr` as the `index`th target of a tuple
@@ -285,7 +299,7 @@ struct Builder<'a> {
     anonymous_rule_kinds: bool,
     /// What to do at each node kind, by kind id.
     kinds: Vec<KindInfo>,
-    skeleton: Vec<Visit<'a>>,
+    skeleton: Vec<Step<'a>>,
     scopes: Scopes<'a>,
     scope_stack: Vec<ScopeId>,
     scope_of_node: HashMap<usize, ScopeId>,
@@ -343,6 +357,10 @@ struct KindInfo {
     descend: bool,
     /// Whether the rule pass replays this node (it opens a context or a rule starts at it).
     skeleton: bool,
+    /// Whether the rule pass needs to see the walk leave this node: it opens a scope or a
+    /// context the checker keeps (function, class, lambda, loop, `except`, `if`,
+    /// comprehension). Rules run on entry only.
+    leave: bool,
     /// Whether to skip the children when they are all leaves (`a.b`, `f(x, 1)`, `x[0]`):
     /// leaves bind nothing and start no rule, and skipping them saves a third of the walk.
     prune_leaves: bool,
@@ -362,6 +380,7 @@ static KIND_TABLE: LazyLock<Vec<KindInfo>> = LazyLock::new(|| {
             // Anonymous tokens have no children worth visiting.
             descend: language.node_kind_is_named(id as u16),
             skeleton: false,
+            leave: false,
             prune_leaves: false,
             prune_call_free: false,
         })
@@ -372,6 +391,7 @@ static KIND_TABLE: LazyLock<Vec<KindInfo>> = LazyLock::new(|| {
             action,
             descend,
             skeleton,
+            leave: false,
             prune_leaves: false,
             prune_call_free: false,
         };
@@ -450,6 +470,22 @@ static KIND_TABLE: LazyLock<Vec<KindInfo>> = LazyLock::new(|| {
         assert_ne!(id, 0, "tree-sitter-python has no node kind `{name}`");
         table[id as usize].prune_leaves = true;
         table[id as usize].prune_call_free = !name.ends_with("_statement") && name != "decorator";
+    }
+    for context in [
+        k.function_definition,
+        k.class_definition,
+        k.lambda,
+        k.for_statement,
+        k.while_statement,
+        k.except_clause,
+        k.if_statement,
+        k.list_comprehension,
+        k.set_comprehension,
+        k.dictionary_comprehension,
+        k.generator_expression,
+    ] {
+        debug_assert!(table[context as usize].skeleton);
+        table[context as usize].leave = true;
     }
     table
 });
@@ -667,7 +703,8 @@ impl<'a> Builder<'a> {
             self.record_syntax_error(node);
         }
         let mut descend = info.descend;
-        let mut needs_leave = info.skeleton;
+        let mut needs_leave = info.leave;
+        let scopes_before = self.scope_stack.len();
         match info.action {
             Action::Nothing => {}
             Action::Comment => self.comments.push(node.byte_range()),
@@ -844,7 +881,12 @@ impl<'a> Builder<'a> {
             descend = false;
         }
         if info.skeleton {
-            self.skeleton.push(Visit::Enter(node));
+            self.skeleton.push(Step {
+                node,
+                kind,
+                enter: true,
+                opens_scope: self.scope_stack.len() > scopes_before,
+            });
         }
         // Syntax errors hide anywhere, also in the subtrees skipped above.
         if self.has_errors && !descend && node.has_error() {
@@ -875,9 +917,7 @@ impl<'a> Builder<'a> {
             self.error_depth -= 1;
             return;
         }
-        if self.kinds[node.kind_id() as usize].skeleton {
-            self.skeleton.push(Visit::Leave(node));
-        }
+        let mut closes_scope = false;
         if self
             .open
             .last()
@@ -886,13 +926,24 @@ impl<'a> Builder<'a> {
             match self.open.pop() {
                 Some(Open::Scope { .. } | Open::OpaqueScope { .. } | Open::Function { .. }) => {
                     self.scope_stack.pop();
+                    closes_scope = true;
                 }
                 Some(Open::Class { .. }) => {
                     self.scope_stack.pop();
                     self.class_stack.pop();
+                    closes_scope = true;
                 }
                 Some(Open::Loop { .. }) | None => {}
             }
+        }
+        let kind = node.kind_id();
+        if self.kinds[kind as usize].leave {
+            self.skeleton.push(Step {
+                node,
+                kind,
+                enter: false,
+                opens_scope: closes_scope,
+            });
         }
     }
 
@@ -1292,7 +1343,7 @@ fn dotted(node: Node<'_>, source: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parse::{Descend, parse, walk};
+    use crate::parse::{Descend, Visit, parse, walk};
 
     #[test]
     fn trailing_name_is_the_last_identifier_of_the_text() {

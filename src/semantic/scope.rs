@@ -78,6 +78,9 @@ pub struct Scopes<'s> {
     scopes: Vec<Scope<'s>>,
     /// Modules of `from m import *`, which may bind any name.
     pub star_imports: Vec<Box<str>>,
+    /// Names some scope binds to an import or an alias: only these can resolve to a name that
+    /// ends otherwise than they do (`from torch import load as L`).
+    renamed: rustc_hash::FxHashSet<&'s str>,
 }
 
 /// Qualified names resolved through more than this many aliases are given up on.
@@ -152,6 +155,9 @@ impl<'s> Scopes<'s> {
     }
 
     pub fn bind(&mut self, scope: ScopeId, name: &'s str, binding: Binding<'s>) {
+        if matches!(binding.kind, BindingKind::Import(_) | BindingKind::Alias(_)) {
+            self.renamed.insert(name);
+        }
         let target = if self.scopes[scope].globals.contains(&name) {
             0
         } else {
@@ -162,6 +168,13 @@ impl<'s> Scopes<'s> {
             .entry(name)
             .or_default()
             .push(binding);
+    }
+
+    /// Whether a name may resolve to a qualified name whose last part is not the name itself:
+    /// some scope binds it to an import or an alias. Any other name resolves to nothing, to
+    /// itself, or to itself in the module of a star import.
+    pub fn may_rename(&self, name: &str) -> bool {
+        self.renamed.contains(name)
     }
 
     pub fn declare_global(&mut self, scope: ScopeId, name: &'s str) {

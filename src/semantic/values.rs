@@ -836,12 +836,10 @@ impl<'a> Analysis<'a> {
         };
         let class_node = self.model.classes[class].node;
         let mut facts: Option<ValueFacts> = None;
-        for assignment in &self.model.attribute_assignments {
-            if assignment.object != "self"
-                || assignment.attribute != attribute
-                || !class_node
-                    .byte_range()
-                    .contains(&assignment.node.start_byte())
+        for assignment in self.self_assignments(attribute) {
+            if !class_node
+                .byte_range()
+                .contains(&assignment.node.start_byte())
             {
                 continue;
             }
@@ -1206,13 +1204,11 @@ impl<'a> Analysis<'a> {
         self.model.classes.iter().enumerate().any(|(index, class)| {
             self.modules().is_module_class(index)
                 && (class.methods.iter().any(|(method, _)| *method == name)
-                    || self.model.attribute_assignments.iter().any(|assignment| {
-                        assignment.object == "self"
-                            && assignment.attribute == name
-                            && class
-                                .node
-                                .byte_range()
-                                .contains(&assignment.node.start_byte())
+                    || self.self_assignments(name).any(|assignment| {
+                        class
+                            .node
+                            .byte_range()
+                            .contains(&assignment.node.start_byte())
                             && match assignment.site {
                                 // A submodule, not a function or a tensor kept on the model.
                                 Site::Value { value, index: None } => {

@@ -47,13 +47,15 @@ impl EvalWithoutNoGrad {
         if !checker.model.mode_calls.iter().any(|mode| mode.eval) && !eval_named(checker, call) {
             return;
         }
-        let Some(forward) = forward_call(checker, call) else {
-            return;
-        };
+        // Grad mode is a lookup in a table built once per file; what the call runs is a value
+        // analysis of its callee.
         let mode = checker.grad_mode(call);
         if !matches!(mode, GradMode::Enabled | GradMode::FromCaller) {
             return;
         }
+        let Some(forward) = forward_call(checker, call) else {
+            return;
+        };
         let function = checker.analysis.enclosing_function(call);
         let eval_call = last_mode_call(checker, function, forward.receiver, call);
         let in_eval = match eval_call {

@@ -28,10 +28,15 @@ impl Check for GpuCollection {
         checker: &Checker<'a>,
         out: &mut Vec<Diagnostic>,
     ) {
+        // A module's own state during forward is TL103's; asked first, as a model file's
+        // forwards hold most of its statements.
+        if in_module_forward(checker) {
+            return;
+        }
         let Some(found) = accumulation(checker, call) else {
             return;
         };
-        if !matches!(found.how, How::Append | How::Concat) || in_module_forward(checker) {
+        if !matches!(found.how, How::Append | How::Concat) {
             return;
         }
         if checker.enclosing_loops().is_empty() && found.container.kind_id() != KINDS.attribute {

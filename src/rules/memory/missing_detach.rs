@@ -53,6 +53,12 @@ impl MissingDetach {
         if !forward && super::in_module_method(checker, node) {
             return;
         }
+        // In forward only state stored on `self` is looked for, and the text tells whether the
+        // statement can store any: most of a model's statements are local
+        // (`hidden = self.norm(hidden)`).
+        if forward && !may_store_on_self(checker, node) {
+            return;
+        }
         if !checker.grad_mode(node).may_record() {
             return;
         }
@@ -101,6 +107,25 @@ fn candidate<'a>(checker: &Checker<'a>, node: Node<'a>) -> bool {
         || (text.len() > line.len()
             && line.trim_end().ends_with(['(', ','])
             && mentions_word(&text[line.len()..], left))
+}
+
+/// Whether a statement in `forward` may keep something on `self`: an assignment with `self.`
+/// in its targets, `self.x += ...`, or `self.xs.append(...)`.
+fn may_store_on_self<'a>(checker: &Checker<'a>, node: Node<'a>) -> bool {
+    let kind = node.kind_id();
+    let target = if kind == KINDS.call {
+        checker.callee(node)
+    } else {
+        checker.field(node, FIELDS.left)
+    };
+    target.is_some_and(|target| {
+        let text = checker.node_text(target);
+        if kind == KINDS.assignment {
+            super::SELF_DOT.find(text.as_bytes()).is_some()
+        } else {
+            text.starts_with("self.")
+        }
+    })
 }
 
 /// Whether `word` occurs in `text` as a whole identifier.

@@ -45,9 +45,13 @@ impl TensorAccumulated {
         checker: &Checker<'a>,
         out: &mut Vec<Diagnostic>,
     ) {
+        // State kept on a module during forward is TL103's; asked first, as a model file's
+        // forwards hold most of its statements.
+        if in_module_forward(checker) {
+            return;
+        }
         let found = accumulation(checker, node);
-        if (found.is_none() && node.kind_id() != KINDS.call) || in_module_forward(checker) {
-            // State kept on a module during forward is TL103's.
+        if found.is_none() && node.kind_id() != KINDS.call {
             return;
         }
         if let Some(found) = found {
@@ -327,8 +331,10 @@ pub(crate) fn in_module_forward<'a>(checker: &Checker<'a>) -> bool {
         return false;
     };
     facts.name == "forward"
-        && checker
-            .analysis
-            .class_of(checker.field(function, FIELDS.body).unwrap_or(function))
-            .is_some_and(|class| checker.analysis.modules().is_module_class(class))
+        && checker.function_memo("module-forward", || {
+            checker
+                .analysis
+                .class_of(checker.field(function, FIELDS.body).unwrap_or(function))
+                .is_some_and(|class| checker.analysis.modules().is_module_class(class))
+        })
 }
