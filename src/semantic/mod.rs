@@ -722,7 +722,7 @@ impl<'a> Builder<'a> {
             Action::ImportFrom => self.bind_import_from(node),
             Action::Assignment => self.bind_assignment(node),
             Action::AugmentedAssignment => {
-                if let Some(left) = node.child_by_field_id(FIELDS.left) {
+                if let Some(left) = node.child(0) {
                     if left.kind_id() == KINDS.attribute {
                         self.record_attribute_assignment(left, Site::Augmented(node), node);
                     } else {
@@ -1053,7 +1053,9 @@ impl<'a> Builder<'a> {
     /// Records what a call calls (for call-site analysis) and `x.eval()` / `x.train()`;
     /// returns the callee and the name it calls.
     fn record_call(&mut self, call: Node<'a>) -> Option<(Node<'a>, &'a str)> {
-        let function = call.child_by_field_id(FIELDS.function)?;
+        // The callee is the first child of every call (a field lookup scans the field map
+        // too).
+        let function = call.child(0)?;
         let kind = function.kind_id();
         let name = if kind == KINDS.identifier {
             text(function, self.source)
@@ -1116,7 +1118,7 @@ impl<'a> Builder<'a> {
                 let qualified = dotted(module, self.source);
                 self.bind(
                     text(alias, self.source),
-                    BindingKind::Import(qualified.into()),
+                    BindingKind::Import(qualified.as_ref().into()),
                     node.end_byte(),
                     Site::Opaque,
                 );
@@ -1140,7 +1142,7 @@ impl<'a> Builder<'a> {
         if !cursor.goto_first_child() {
             return;
         }
-        let mut module: Option<String> = None;
+        let mut module: Option<std::borrow::Cow<'_, str>> = None;
         loop {
             let child = cursor.node();
             let field = cursor.field_id().map_or(0, std::num::NonZeroU16::get);
@@ -1154,7 +1156,7 @@ impl<'a> Builder<'a> {
                 if field == FIELDS.name {
                     self.bind_imported_name(node, module, child);
                 } else if child.kind_id() == KINDS.wildcard_import {
-                    self.scopes.star_imports.push(module.clone().into());
+                    self.scopes.star_imports.push(module.as_ref().into());
                 }
             }
             if !cursor.goto_next_sibling() {
@@ -1176,17 +1178,22 @@ impl<'a> Builder<'a> {
         } else {
             (dotted(name, self.source), text(name, self.source))
         };
-        let qualified = format!("{module}.{imported}");
+        // One allocation of the exact size: a model file imports hundreds of names.
+        let mut qualified = String::with_capacity(module.len() + 1 + imported.len());
+        qualified.push_str(module);
+        qualified.push('.');
+        qualified.push_str(&imported);
         self.bind(
             bound,
-            BindingKind::Import(qualified.into()),
+            BindingKind::Import(qualified.into_boxed_str()),
             statement.end_byte(),
             Site::Opaque,
         );
     }
 
     fn bind_assignment(&mut self, node: Node<'a>) {
-        let Some(left) = node.child_by_field_id(FIELDS.left) else {
+        // The target is the first child of every assignment.
+        let Some(left) = node.child(0) else {
             return;
         };
         // The target is the first named child.
@@ -1333,11 +1340,16 @@ fn trailing_name(text: &str) -> Option<&str> {
 }
 
 /// `torch . nn` → `torch.nn`; relative imports keep their dots.
-fn dotted(node: Node<'_>, source: &str) -> String {
-    text(node, source)
+fn dotted<'s>(node: Node<'_>, source: &'s str) -> std::borrow::Cow<'s, str> {
+    let written = text(node, source);
+    if !written.contains(|c: char| c.is_whitespace() || c == '\\') {
+        return written.into();
+    }
+    written
         .chars()
         .filter(|c| !c.is_whitespace() && *c != '\\')
-        .collect()
+        .collect::<String>()
+        .into()
 }
 
 #[cfg(test)]
