@@ -24,13 +24,41 @@ pub enum ScopeKind {
 pub struct Scope<'s> {
     pub kind: ScopeKind,
     pub parent: Option<ScopeId>,
-    pub bindings: HashMap<&'s str, Vec<Binding<'s>>>,
+    pub bindings: HashMap<&'s str, Bindings<'s>>,
     /// Names declared `global` here: their bindings go to the module scope.
     pub globals: Vec<&'s str>,
     /// The source range of the node that opens the scope (the whole file for the module).
     pub range: TextRange,
     /// The node that opens the scope (`None` for the module).
     pub node: Option<Node<'s>>,
+}
+
+/// The bindings of one name in one scope, in order. Most names are bound once in a scope, and
+/// a list per name would be an allocation per name per function. (`smallvec` would make
+/// the model invariant in its lifetime.)
+#[derive(Debug)]
+pub enum Bindings<'s> {
+    One(Binding<'s>),
+    Many(Vec<Binding<'s>>),
+}
+
+impl<'s> Bindings<'s> {
+    fn push(&mut self, binding: Binding<'s>) {
+        match std::mem::replace(self, Bindings::Many(Vec::new())) {
+            Bindings::One(first) => *self = Bindings::Many(vec![first, binding]),
+            Bindings::Many(mut list) => {
+                list.push(binding);
+                *self = Bindings::Many(list);
+            }
+        }
+    }
+
+    pub fn as_slice(&self) -> &[Binding<'s>] {
+        match self {
+            Bindings::One(binding) => std::slice::from_ref(binding),
+            Bindings::Many(list) => list,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -94,10 +122,17 @@ impl<'s> Scopes<'s> {
         range: TextRange,
         node: Option<Node<'s>>,
     ) -> ScopeId {
+        // Sized for a typical function's parameters and locals, so that binding them does
+        // not grow the table three times; lambdas and comprehensions bind a name or two.
+        let names = match kind {
+            ScopeKind::Module => 64,
+            ScopeKind::Function | ScopeKind::Class => 8,
+            ScopeKind::Lambda | ScopeKind::Comprehension => 0,
+        };
         self.scopes.push(Scope {
             kind,
             parent,
-            bindings: HashMap::default(),
+            bindings: HashMap::with_capacity_and_hasher(names, Default::default()),
             globals: Vec::new(),
             range,
             node,
@@ -142,7 +177,7 @@ impl<'s> Scopes<'s> {
                 && let Some(bindings) = scope.bindings.get(name)
             {
                 let _ = offset;
-                return Some((id, bindings));
+                return Some((id, bindings.as_slice()));
             }
             first = false;
             current = scope.parent;
@@ -163,11 +198,12 @@ impl<'s> Scopes<'s> {
         } else {
             scope
         };
-        self.scopes[target]
-            .bindings
-            .entry(name)
-            .or_default()
-            .push(binding);
+        match self.scopes[target].bindings.entry(name) {
+            std::collections::hash_map::Entry::Occupied(mut bound) => bound.get_mut().push(binding),
+            std::collections::hash_map::Entry::Vacant(unbound) => {
+                unbound.insert(Bindings::One(binding));
+            }
+        }
     }
 
     /// Whether a name may resolve to a qualified name whose last part is not the name itself:
@@ -263,7 +299,7 @@ impl<'s> Scopes<'s> {
             // Class bodies are not visible from the functions nested in them.
             let visible = first || scope.kind != ScopeKind::Class;
             if visible && let Some(bindings) = scope.bindings.get(name) {
-                let binding = choose_binding(bindings, first.then_some(offset))?;
+                let binding = choose_binding(bindings.as_slice(), first.then_some(offset))?;
                 return match &binding.kind {
                     BindingKind::Import(qualified) => Some(qualified.to_string()),
                     BindingKind::Alias(range) => {
