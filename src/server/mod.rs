@@ -8,6 +8,7 @@
 
 mod convert;
 mod document;
+mod reclaim;
 mod transport;
 
 use std::collections::HashMap;
@@ -33,6 +34,7 @@ use crate::settings::resolver::Resolver;
 use crate::settings::{CliOverrides, Settings};
 use crate::source::SourceFile;
 use document::{Document, Encoding};
+use reclaim::Reclaimer;
 use transport::Incoming;
 
 /// Client settings: `initializationOptions`, or `settings.torchlint` in
@@ -52,6 +54,7 @@ struct Server {
     shutdown_requested: bool,
     /// Whether the client lets us register file watchers (for config reloads).
     can_watch_files: bool,
+    reclaimer: Reclaimer,
 }
 
 /// A document with what its last lint found (for code actions and hover).
@@ -141,6 +144,7 @@ impl Server {
             resolver,
             shutdown_requested: false,
             can_watch_files,
+            reclaimer: Reclaimer::start(),
         };
         let result = serde_json::json!({
             "capabilities": {
@@ -354,8 +358,9 @@ impl Server {
                     .unwrap_or_else(|| PathBuf::from(open.uri.as_str()));
                 // A panic outside the rules (they contain their own) costs this document's
                 // diagnostics, never the session.
+                let reclaimer = &self.reclaimer;
                 let linted = catch_unwind(AssertUnwindSafe(|| {
-                    lint(&mut open.document, name, &settings)
+                    lint(&mut open.document, name, &settings, reclaimer)
                 }));
                 match linted {
                     Ok((found, failed)) => {
@@ -433,17 +438,25 @@ impl Server {
 /// skipped for this document only).
 type Linted = (Vec<Diagnostic>, Vec<InternalError>);
 
-/// Lints a document's text, re-parsing incrementally from its last tree.
-fn lint(document: &mut Document, name: PathBuf, settings: &Settings) -> Linted {
+/// Lints a document's text, re-parsing incrementally from its last tree. The previous tree
+/// and the text copy are freed by `reclaimer`, off the way to the diagnostics.
+fn lint(
+    document: &mut Document,
+    name: PathBuf,
+    settings: &Settings,
+    reclaimer: &Reclaimer,
+) -> Linted {
     let source = SourceFile::new(name, document.text.clone());
     if parse::check_parsable(source.text()).is_err() {
-        document.tree = None;
+        reclaimer.free(document.tree.take());
         let (_, outcome) = linter::lint_source(&source, settings);
+        reclaimer.free(source);
         return (outcome.diagnostics, outcome.internal_errors);
     }
     let tree = parse::parse(source.text(), document.tree.as_ref());
     let outcome = linter::lint_parsed(&source, &tree, settings);
-    document.tree = Some(tree);
+    reclaimer.free(document.tree.replace(tree));
+    reclaimer.free(source);
     (outcome.diagnostics, outcome.internal_errors)
 }
 
