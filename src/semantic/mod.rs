@@ -495,7 +495,7 @@ static KIND_TABLE: LazyLock<Vec<KindInfo>> = LazyLock::new(|| {
 // rehashing as they grow.
 const CALL_BYTES: usize = 320;
 const NAME_BYTES: usize = 1500;
-const SKELETON_BYTES: usize = 96;
+const SKELETON_BYTES: usize = 64;
 
 /// Whether an expression's text may hold a call, comment, lambda, walrus or comprehension.
 fn may_hold_code(text: &[u8]) -> bool {
