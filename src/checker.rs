@@ -81,9 +81,9 @@ pub struct Checker<'a> {
     /// The last node resolved and its qualified name: the rules at one call node all ask
     /// about the same callee.
     resolved: std::cell::RefCell<Option<(usize, Option<String>)>>,
-    /// Per-function answers the rules ask at every call inside it, by function node id.
-    /// Keyed by function node id and the question's address: hashing the question's text
-    /// would cost more than most answers.
+    /// Per-function answers the rules ask at every call inside it, by function node id and
+    /// the question's address (hashing the question's text would cost more than most
+    /// answers).
     pub(crate) function_memo:
         std::cell::RefCell<rustc_hash::FxHashMap<(usize, usize, usize), bool>>,
     /// Rule options read so far, by rule and option name: read at every call otherwise.
