@@ -357,9 +357,9 @@ struct KindInfo {
     descend: bool,
     /// Whether the rule pass replays this node (it opens a context or a rule starts at it).
     skeleton: bool,
-    /// Whether the rule pass needs to see the walk leave this node: it opens a scope or a
+    /// Whether leaving this node needs work: it opens a scope or loop the walk closes, or a
     /// context the checker keeps (function, class, lambda, loop, `except`, `if`,
-    /// comprehension). Rules run on entry only.
+    /// comprehension). The rule pass replays these leaves only; rules run on entry.
     leave: bool,
     /// Whether to skip the children when they are all leaves (`a.b`, `f(x, 1)`, `x[0]`):
     /// leaves bind nothing and start no rule, and skipping them saves a third of the walk.
@@ -703,7 +703,7 @@ impl<'a> Builder<'a> {
             self.record_syntax_error(node);
         }
         let mut descend = info.descend;
-        let mut needs_leave = info.leave;
+        let needs_leave = info.leave;
         let scopes_before = self.scope_stack.len();
         match info.action {
             Action::Nothing => {}
@@ -758,7 +758,6 @@ impl<'a> Builder<'a> {
                     },
                 );
                 self.open.push(Open::Loop { node: node.id() });
-                needs_leave = true;
             }
             Action::ForIn => {
                 if let (Some(left), Some(iterable)) = (
@@ -773,7 +772,6 @@ impl<'a> Builder<'a> {
             }
             Action::Function => {
                 self.enter_function(node);
-                needs_leave = true;
             }
             Action::Class => {
                 let name_node = node.child_by_field_id(FIELDS.name);
@@ -802,7 +800,6 @@ impl<'a> Builder<'a> {
                 self.class_stack.push(self.classes.len() - 1);
                 self.open_scope(node, ScopeKind::Class);
                 self.open.push(Open::Class { node: node.id() });
-                needs_leave = true;
             }
             Action::Lambda => {
                 self.open_scope(node, ScopeKind::Lambda);
@@ -810,12 +807,10 @@ impl<'a> Builder<'a> {
                     self.bind_parameters(node, parameters);
                 }
                 self.open.push(Open::OpaqueScope { node: node.id() });
-                needs_leave = true;
             }
             Action::Comprehension => {
                 self.open_scope(node, ScopeKind::Comprehension);
                 self.open.push(Open::Scope { node: node.id() });
-                needs_leave = true;
             }
             Action::AsPattern => {
                 if let Some(alias) = node.child_by_field_id(FIELDS.alias) {
@@ -1118,7 +1113,7 @@ impl<'a> Builder<'a> {
                 let qualified = dotted(module, self.source);
                 self.bind(
                     text(alias, self.source),
-                    BindingKind::Import(qualified.as_ref().into()),
+                    BindingKind::Import(qualified.into()),
                     node.end_byte(),
                     Site::Opaque,
                 );
@@ -1192,11 +1187,10 @@ impl<'a> Builder<'a> {
     }
 
     fn bind_assignment(&mut self, node: Node<'a>) {
-        // The target is the first child of every assignment.
+        // The target is the first child of every assignment (and so its first named child).
         let Some(left) = node.child(0) else {
             return;
         };
-        // The target is the first named child.
         self.skip_first = self.passable(left);
         // `a = b = value`: every target gets the innermost value.
         let mut right = node.child_by_field_id(FIELDS.right);
