@@ -43,16 +43,22 @@ impl Document {
         };
         let start = self.offset(range.start, encoding);
         let end = self.offset(range.end, encoding).max(start);
-        let start_point = self.point(start);
-        let old_end_point = self.point(end);
+        // The tree is told of an edit one character wider on each side than the change: the
+        // same text replaced, so the same new tree. Deleting a trailing space after `def
+        // f():` made tree-sitter re-parse the rest of the file (12 ms of a 3,000-line file,
+        // against 1 ms for the wider edit); over random typing edits the two cost the same.
+        let reported_start = floor_boundary(&self.text, start.saturating_sub(1));
+        let reported_end = ceil_boundary(&self.text, (end + 1).min(self.text.len()));
+        let start_point = self.point(reported_start);
+        let old_end_point = self.point(reported_end);
         self.text.replace_range(start..end, &change.text);
         self.line_starts = line_starts(&self.text);
-        let new_end = start + change.text.len();
+        let new_end = start + change.text.len() + (reported_end - end);
         let new_end_point = self.point(new_end);
         if let Some(tree) = &mut self.tree {
             tree.edit(&InputEdit {
-                start_byte: start,
-                old_end_byte: end,
+                start_byte: reported_start,
+                old_end_byte: reported_end,
                 new_end_byte: new_end,
                 start_position: start_point,
                 old_end_position: old_end_point,
@@ -138,6 +144,13 @@ fn floor_boundary(text: &str, mut offset: usize) -> usize {
     offset
 }
 
+fn ceil_boundary(text: &str, mut offset: usize) -> usize {
+    while !text.is_char_boundary(offset) {
+        offset += 1;
+    }
+    offset
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,6 +185,59 @@ mod tests {
         );
         document.apply(&change(None, "new"), Encoding::Utf8);
         assert_eq!(document.text, "new");
+    }
+
+    /// The tree after each edit and an incremental re-parse is the tree a fresh parse of the
+    /// text gives: the edits reported to tree-sitter are wider than the changes, and must
+    /// still describe them exactly (also next to multi-byte characters and at the ends).
+    #[test]
+    fn incremental_reparse_matches_a_fresh_parse() {
+        let text =
+            "import torch\n\nclass Net:\n    def forward(self, x):\n        return 'é😀' + x\n";
+        let mut document = Document::new(text.to_owned(), 1);
+        document.tree = Some(crate::parse::parse(&document.text, None));
+        let edits = [
+            (((3, 25), (3, 25)), " "), // a trailing space after `:`
+            (((3, 25), (3, 26)), ""),  // and deleted again
+            (((4, 20), (4, 20)), "é"), // next to multi-byte characters
+            (((4, 19), (4, 21)), ""),
+            (((0, 0), (0, 0)), "#"), // at the very start
+            (((0, 0), (0, 1)), ""),
+            (((5, 0), (5, 0)), "y = 1"), // at the very end
+            (((1, 0), (2, 0)), ""),      // a whole line
+        ];
+        for (range, new_text) in edits {
+            document.apply(&change(Some(range), new_text), Encoding::Utf16);
+            let reparsed = crate::parse::parse(&document.text, document.tree.as_ref());
+            let fresh = crate::parse::parse(&document.text, None);
+            assert_eq!(
+                nodes(&reparsed),
+                nodes(&fresh),
+                "after {range:?} -> {new_text:?}: {:?}",
+                document.text
+            );
+            document.tree = Some(reparsed);
+        }
+    }
+
+    /// Every node's kind and byte range, in document order.
+    fn nodes(tree: &Tree) -> Vec<(u16, std::ops::Range<usize>)> {
+        let mut out = Vec::new();
+        let mut cursor = tree.walk();
+        loop {
+            out.push((cursor.node().kind_id(), cursor.node().byte_range()));
+            if cursor.goto_first_child() || cursor.goto_next_sibling() {
+                continue;
+            }
+            loop {
+                if !cursor.goto_parent() {
+                    return out;
+                }
+                if cursor.goto_next_sibling() {
+                    break;
+                }
+            }
+        }
     }
 
     #[test]
