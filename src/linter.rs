@@ -10,6 +10,7 @@ use tree_sitter::Tree;
 use crate::checker::{self, InternalError};
 use crate::diagnostic::{self, Diagnostic};
 use crate::parse;
+use crate::project::CalledNames;
 use crate::semantic::SemanticModel;
 use crate::settings::Settings;
 use crate::source::SourceFile;
@@ -42,6 +43,9 @@ impl SourceKind {
 pub struct LintOutcome {
     pub diagnostics: Vec<Diagnostic>,
     pub internal_errors: Vec<InternalError>,
+    /// The names the file calls, for the project pass (also when the file is ignored: its
+    /// call sites still count).
+    pub called: CalledNames,
 }
 
 /// Parses and lints `source`. Returns the tree so that an editor can re-parse incrementally
@@ -70,16 +74,20 @@ fn unparsable_outcome(
     };
     LintOutcome {
         diagnostics,
-        internal_errors: Vec::new(),
+        ..LintOutcome::default()
     }
 }
 
 /// Lints an already parsed source.
 pub fn lint_parsed(source: &SourceFile, tree: &Tree, settings: &Settings) -> LintOutcome {
     let model = SemanticModel::build(tree, source.text(), settings.dispatch().kinds());
+    let called = CalledNames::new(model.calls_by_name.keys().copied());
     let suppressions = Suppressions::from_comments(source, &model.comments);
     if suppressions.ignores_whole_file() {
-        return LintOutcome::default();
+        return LintOutcome {
+            called,
+            ..LintOutcome::default()
+        };
     }
 
     let mut diagnostics = syntax_errors(source, &model, settings);
@@ -96,6 +104,7 @@ pub fn lint_parsed(source: &SourceFile, tree: &Tree, settings: &Settings) -> Lin
     LintOutcome {
         diagnostics,
         internal_errors,
+        called,
     }
 }
 

@@ -17,7 +17,7 @@ use crate::discovery::{self, FileError, LintTarget, describe_io_error};
 use crate::linter::{self, SourceKind};
 use crate::notebook;
 use crate::parse;
-use crate::project::{self, Assumption, FunctionKey, ProjectFile};
+use crate::project::{self, Assumption, CalledNames, FunctionKey, ProjectFile};
 use crate::render::{self, OutputFormat, Report};
 use crate::rules::RuleMeta;
 use crate::settings::Settings;
@@ -75,7 +75,7 @@ pub fn run(args: CheckArgs) -> u8 {
             Ok(settings) => {
                 let mut bytes = Vec::new();
                 let outcome = match io::stdin().lock().read_to_end(&mut bytes) {
-                    Ok(_) => lint_bytes(&name, &bytes, &settings, args.parse_only),
+                    Ok(_) => lint_bytes(&name, &bytes, &settings, args.parse_only).0,
                     Err(error) => Outcome::Failed(FileError::new(
                         &name,
                         format!("cannot read stdin: {error}"),
@@ -100,14 +100,24 @@ pub fn run(args: CheckArgs) -> u8 {
         if !args.no_cache && !args.parse_only {
             cache = Some(Cache::open(&cache_location(&args, &resolver)));
         }
-        let linted: Vec<(Outcome, Option<ContentHash>)> = discovered
+        let linted: Vec<Linted> = discovered
             .targets
             .par_iter()
             .map(|target| lint_target(target, args.parse_only, cache.as_ref()))
             .collect();
-        let hashes: Vec<Option<ContentHash>> = linted.iter().map(|(_, hash)| *hash).collect();
-        outcomes = linted.into_iter().map(|(outcome, _)| outcome).collect();
-        apply_project_facts(&mut outcomes, &discovered.targets, &hashes, cache.as_ref());
+        let mut hashes = Vec::with_capacity(linted.len());
+        let mut called = Vec::with_capacity(linted.len());
+        for linted in linted {
+            outcomes.push(linted.outcome);
+            hashes.push(linted.hash);
+            called.push(linted.called);
+        }
+        let facts = ProjectFacts {
+            targets: &discovered.targets,
+            hashes: &hashes,
+            called: &called,
+        };
+        apply_project_facts(&mut outcomes, &facts, cache.as_ref());
         linted_paths = discovered
             .targets
             .iter()
@@ -236,14 +246,16 @@ pub fn run(args: CheckArgs) -> u8 {
     report_errors(&errors, &internal, findings_status)
 }
 
+/// What the first pass learnt of each discovered file, in the order of the targets.
+struct ProjectFacts<'a> {
+    targets: &'a [LintTarget],
+    hashes: &'a [Option<ContentHash>],
+    called: &'a [Option<CalledNames>],
+}
+
 /// The second pass: drops the findings whose function the other files of the run only call
 /// with grad disabled (`project`).
-fn apply_project_facts(
-    outcomes: &mut [Outcome],
-    targets: &[LintTarget],
-    hashes: &[Option<ContentHash>],
-    cache: Option<&Cache>,
-) {
+fn apply_project_facts(outcomes: &mut [Outcome], facts: &ProjectFacts<'_>, cache: Option<&Cache>) {
     let assumptions: Vec<Assumption> = outcomes
         .iter()
         .filter_map(|outcome| match outcome {
@@ -256,13 +268,18 @@ fn apply_project_facts(
     if assumptions.is_empty() {
         return;
     }
-    let displays: Vec<PathBuf> = targets.iter().map(|t| display_path(&t.path)).collect();
+    let displays: Vec<PathBuf> = facts
+        .targets
+        .iter()
+        .map(|t| display_path(&t.path))
+        .collect();
     // The conclusion depends on every file of the run; it is reused only when none changed.
     let key = cache.and_then(|_| {
-        let mut files = targets
+        let mut files = facts
+            .targets
             .iter()
             .zip(&displays)
-            .zip(hashes)
+            .zip(facts.hashes)
             .map(|((target, display), hash)| {
                 Some((display.clone(), (*hash)?, target.settings.fingerprint()))
             })
@@ -273,12 +290,12 @@ fn apply_project_facts(
         (Some(cache), Some(key)) => match cache.project_facts(key) {
             Some(no_grad) => no_grad.into_iter().collect(),
             None => {
-                let no_grad = no_grad_functions(targets, &displays, &assumptions);
+                let no_grad = no_grad_functions(facts, &displays, &assumptions);
                 cache.put_project_facts(key, no_grad.iter().cloned().collect());
                 no_grad
             }
         },
-        _ => no_grad_functions(targets, &displays, &assumptions),
+        _ => no_grad_functions(facts, &displays, &assumptions),
     };
     if no_grad.is_empty() {
         return;
@@ -297,38 +314,53 @@ fn apply_project_facts(
 }
 
 fn no_grad_functions(
-    targets: &[LintTarget],
+    facts: &ProjectFacts<'_>,
     displays: &[PathBuf],
     assumptions: &[Assumption],
 ) -> HashSet<FunctionKey> {
-    let files: Vec<ProjectFile<'_>> = targets
+    let files: Vec<ProjectFile<'_>> = facts
+        .targets
         .iter()
         .zip(displays)
-        .map(|(target, display)| ProjectFile {
+        .zip(facts.called)
+        .map(|((target, display), called)| ProjectFile {
             path: &target.path,
             display,
             kinds: target.settings.dispatch().kinds(),
+            called: called.as_ref(),
         })
         .collect();
     let assumptions: Vec<&Assumption> = assumptions.iter().collect();
     project::no_grad_functions(&files, &assumptions)
 }
 
-fn lint_target(
-    target: &LintTarget,
-    parse_only: bool,
-    cache: Option<&Cache>,
-) -> (Outcome, Option<ContentHash>) {
+/// One file of the first pass: its outcome, the hash the cache knows its content by, and the
+/// names it calls when it was linted (not read from the cache).
+struct Linted {
+    outcome: Outcome,
+    hash: Option<ContentHash>,
+    called: Option<CalledNames>,
+}
+
+fn lint_target(target: &LintTarget, parse_only: bool, cache: Option<&Cache>) -> Linted {
     let bytes = match std::fs::read(&target.path) {
         Ok(bytes) => bytes,
         Err(error) => {
             let message = describe_io_error(&target.path, &error);
-            return (Outcome::Failed(FileError::new(&target.path, message)), None);
+            return Linted {
+                outcome: Outcome::Failed(FileError::new(&target.path, message)),
+                hash: None,
+                called: None,
+            };
         }
     };
     let Some(cache) = cache else {
-        let outcome = lint_bytes(&target.path, &bytes, &target.settings, parse_only);
-        return (outcome, None);
+        let (outcome, called) = lint_bytes(&target.path, &bytes, &target.settings, parse_only);
+        return Linted {
+            outcome,
+            hash: None,
+            called,
+        };
     };
     let hash = cache::content_hash(&bytes);
     let shown = display_path(&target.path);
@@ -348,9 +380,13 @@ fn lint_target(
                 Err(error) => Outcome::Failed(error),
             }
         };
-        return (outcome, Some(hash));
+        return Linted {
+            outcome,
+            hash: Some(hash),
+            called: None,
+        };
     }
-    let outcome = lint_bytes(&target.path, &bytes, &target.settings, parse_only);
+    let (outcome, called) = lint_bytes(&target.path, &bytes, &target.settings, parse_only);
     match &outcome {
         Outcome::Clean => cache.put(&target.path, &shown, hash, &target.settings, &[]),
         Outcome::Linted {
@@ -365,7 +401,11 @@ fn lint_target(
         ),
         _ => cache.forget(&target.path),
     }
-    (outcome, Some(hash))
+    Linted {
+        outcome,
+        hash: Some(hash),
+        called,
+    }
 }
 
 /// The text the linter reads from a file's bytes, and its findings point into: a notebook's
@@ -380,30 +420,38 @@ fn read_source(name: &Path, bytes: &[u8]) -> Result<Option<SourceFile>, FileErro
     Ok(Some(SourceFile::new(display_path(name), text)))
 }
 
-fn lint_bytes(name: &Path, bytes: &[u8], settings: &Settings, parse_only: bool) -> Outcome {
+/// Lints one file's bytes; with the outcome, the names the file calls, when it was linted.
+fn lint_bytes(
+    name: &Path,
+    bytes: &[u8],
+    settings: &Settings,
+    parse_only: bool,
+) -> (Outcome, Option<CalledNames>) {
     let source = match read_source(name, bytes) {
         Ok(Some(source)) => source,
-        Ok(None) => return Outcome::Clean,
-        Err(error) => return Outcome::Failed(error),
+        Ok(None) => return (Outcome::Clean, None),
+        Err(error) => return (Outcome::Failed(error), None),
     };
     if parse_only {
         if parse::check_parsable(source.text()).is_ok() {
             let _tree = parse::parse(source.text(), None);
         }
-        return Outcome::Parsed;
+        return (Outcome::Parsed, None);
     }
     let (_tree, outcome) = linter::lint_source(&source, settings);
+    let called = Some(outcome.called);
     if outcome.diagnostics.is_empty() && outcome.internal_errors.is_empty() {
         // Nothing to show: drop the text now rather than holding every file in memory.
-        return Outcome::Clean;
+        return (Outcome::Clean, called);
     }
-    Outcome::Linted {
+    let outcome = Outcome::Linted {
         file: FileDiagnostics {
             source: Arc::new(source),
             diagnostics: outcome.diagnostics,
         },
         internal_errors: outcome.internal_errors,
-    }
+    };
+    (outcome, called)
 }
 
 /// Paths under the current folder are shown relative to it, as Ruff does.
