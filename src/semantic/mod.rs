@@ -499,8 +499,10 @@ const SKELETON_BYTES: usize = 64;
 
 /// Whether an expression's text may hold a call, comment, lambda, walrus or comprehension.
 fn may_hold_code(text: &[u8]) -> bool {
-    memchr::memchr3(b'(', b'#', b':', text).is_some()
-        || memchr::memmem::find(text, b"for").is_some()
+    // Built once: `memmem::find` would build a searcher at each of the walk's calls.
+    static FOR: LazyLock<memchr::memmem::Finder<'static>> =
+        LazyLock::new(|| memchr::memmem::Finder::new(b"for"));
+    memchr::memchr3(b'(', b'#', b':', text).is_some() || FOR.find(text).is_some()
 }
 
 /// Whether a rule starting at this node kind could start inside a call-free expression.
