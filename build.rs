@@ -5,6 +5,7 @@ use std::fs;
 use std::path::Path;
 
 fn main() {
+    compile_node_children();
     println!("cargo:rerun-if-changed=rules");
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
@@ -41,4 +42,21 @@ fn main() {
         files.concat()
     );
     fs::write(out, code).unwrap();
+}
+
+/// Compiles `src/node_children.c` against the private headers of the tree-sitter release we
+/// link: its build script publishes `include/`, and the sources sit beside it in `src/`.
+fn compile_node_children() {
+    println!("cargo:rerun-if-changed=src/node_children.c");
+    let include = std::path::PathBuf::from(
+        std::env::var("DEP_TREE_SITTER_INCLUDE").expect("tree-sitter publishes its include folder"),
+    );
+    let private = include.join("../src");
+    cc::Build::new()
+        .file("src/node_children.c")
+        .include(&include)
+        .include(&private)
+        .std("c11")
+        .warnings(true)
+        .compile("torchlint_node_children");
 }

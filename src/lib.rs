@@ -14,6 +14,7 @@ pub mod discovery;
 pub mod error;
 pub mod fingerprint;
 pub mod linter;
+pub mod node_children;
 pub mod notebook;
 pub mod parse;
 pub mod probe;

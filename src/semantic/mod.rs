@@ -19,6 +19,7 @@ use tree_sitter::{Node, Tree};
 
 use std::sync::LazyLock;
 
+use crate::node_children;
 use crate::parse::{FIELDS, KINDS, is_identifier_char, text};
 use crate::source::TextRange;
 use scope::{Binding, BindingKind, ScopeId, ScopeKind, Scopes, Site};
@@ -204,71 +205,15 @@ impl<'a> SemanticModel<'a> {
     }
 }
 
-/// A node whose named children the walk is going through.
+/// A node whose named children the walk is going through: they sit in the walk's child
+/// stack at `next..end`, fetched all at once when the walk entered the node.
 struct Frame<'a> {
     node: Node<'a>,
     needs_leave: bool,
+    /// Where this node's children start in the child stack: cut back to here when it is left.
+    start: u32,
     next: u32,
-    count: u32,
-    /// For wide nodes: `named_child(i)` starts from the first child each time, so walking a
-    /// module of many statements by index would be quadratic; a cursor is linear.
-    cursor: Option<tree_sitter::TreeCursor<'a>>,
-}
-
-/// Nodes with more named children than this are walked with a cursor.
-const WIDE: u32 = 16;
-
-impl<'a> Frame<'a> {
-    /// A frame that starts at the `start`th named child (0 or 1).
-    fn new(node: Node<'a>, count: usize, needs_leave: bool, start: u32) -> Self {
-        let count = count as u32;
-        let cursor = (count > WIDE).then(|| {
-            let mut cursor = node.walk();
-            cursor.goto_first_child();
-            cursor
-        });
-        let mut frame = Frame {
-            node,
-            needs_leave,
-            next: 0,
-            count,
-            cursor,
-        };
-        if frame.cursor.is_some() {
-            for _ in 0..start {
-                frame.next_child();
-            }
-        } else {
-            frame.next = start;
-        }
-        frame
-    }
-
-    fn next_child(&mut self) -> Option<Node<'a>> {
-        if self.next >= self.count {
-            return None;
-        }
-        let child = match &mut self.cursor {
-            None => self.node.named_child(self.next)?,
-            Some(cursor) => loop {
-                let node = cursor.node();
-                let named = node.is_named();
-                let advanced = cursor.goto_next_sibling();
-                if named {
-                    if !advanced {
-                        // The last child: nothing follows it.
-                        self.count = self.next + 1;
-                    }
-                    break node;
-                }
-                if !advanced {
-                    return None;
-                }
-            },
-        };
-        self.next += 1;
-        Some(child)
-    }
+    end: u32,
 }
 
 /// A scope, loop or function the walk is inside of, closed when the walk leaves its node.
@@ -596,40 +541,53 @@ impl<'a> Builder<'a> {
 
     fn run_named(mut self, root: Node<'a>) -> SemanticModel<'a> {
         let mut stack: Vec<Frame<'a>> = Vec::with_capacity(64);
-        if let Some(frame) = self.visit(root) {
+        // The named children of every node on `stack`, each frame's after its parent's.
+        let mut children: Vec<Node<'a>> = Vec::with_capacity(256);
+        if let Some(frame) = self.visit(root, &mut children) {
             stack.push(frame);
         }
         while let Some(frame) = stack.last_mut() {
-            match frame.next_child() {
-                Some(child) => {
-                    if let Some(frame) = self.visit(child) {
-                        stack.push(frame);
-                    }
+            if frame.next < frame.end {
+                let child = children[frame.next as usize];
+                frame.next += 1;
+                if let Some(frame) = self.visit(child, &mut children) {
+                    stack.push(frame);
                 }
-                None => {
-                    let frame = stack.pop().expect("the frame just looked at");
-                    if frame.needs_leave {
-                        self.leave(frame.node);
-                    }
+            } else {
+                let frame = stack.pop().expect("the frame just looked at");
+                children.truncate(frame.start as usize);
+                if frame.needs_leave {
+                    self.leave(frame.node);
                 }
             }
         }
         self.finish()
     }
 
-    /// Enters a node; a frame to walk its named children in, or None when it is done with
-    /// (left already if it asked to be).
-    fn visit(&mut self, node: Node<'a>) -> Option<Frame<'a>> {
+    /// Enters a node; a frame to walk its named children in (pushed onto `children`), or None
+    /// when it is done with (left already if it asked to be).
+    fn visit(&mut self, node: Node<'a>, children: &mut Vec<Node<'a>>) -> Option<Frame<'a>> {
         let (descend, needs_leave) = self.enter(node);
-        let start = u32::from(std::mem::take(&mut self.skip_first));
-        let count = if descend { node.named_child_count() } else { 0 };
-        if count <= start as usize {
+        let skip = u32::from(std::mem::take(&mut self.skip_first));
+        let start = children.len() as u32;
+        if descend {
+            node_children::push_named_children(node, children);
+        }
+        let end = children.len() as u32;
+        if end <= start + skip {
+            children.truncate(start as usize);
             if needs_leave {
                 self.leave(node);
             }
             return None;
         }
-        Some(Frame::new(node, count, needs_leave, start))
+        Some(Frame {
+            node,
+            needs_leave,
+            start,
+            next: start + skip,
+            end,
+        })
     }
 
     /// The walk over every node, anonymous tokens included.
