@@ -264,6 +264,8 @@ struct Builder<'a> {
     call_names: HashMap<usize, (Node<'a>, &'a str)>,
     /// Indices into `classes` of the classes the walk is inside.
     class_stack: Vec<usize>,
+    /// The parameters of the function being entered: a buffer kept between functions.
+    parameter_list: Vec<Node<'a>>,
     /// Set by an action that has read the node's first named child and found nothing to walk
     /// in it (see [`Builder::passable`]); the walk then starts at the second.
     skip_first: bool,
@@ -522,6 +524,7 @@ impl<'a> Builder<'a> {
                 Default::default(),
             ),
             class_stack: Vec::new(),
+            parameter_list: Vec::new(),
             skip_first: false,
         }
     }
@@ -1249,12 +1252,12 @@ impl<'a> Builder<'a> {
 
     fn bind_parameters(&mut self, function: Node<'a>, parameters: Node<'a>) {
         let offset = parameters.start_byte();
-        // By index over the named children: a cursor would also step over every `,`, and a
-        // step costs as much as an indexed lookup in a list this short.
-        for index in 0..parameters.named_child_count() as u32 {
-            let Some(parameter) = parameters.named_child(index) else {
-                break;
-            };
+        // All at once: by index, a list of twenty parameters costs two hundred child steps.
+        let mut list = std::mem::take(&mut self.parameter_list);
+        list.clear();
+        node_children::push_named_children(parameters, &mut list);
+        for (index, &parameter) in list.iter().enumerate() {
+            let index = index as u32;
             let kind = parameter.kind_id();
             let name = if kind == KINDS.identifier {
                 Some(parameter)
@@ -1279,6 +1282,7 @@ impl<'a> Builder<'a> {
                 );
             }
         }
+        self.parameter_list = list;
     }
 }
 
