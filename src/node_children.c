@@ -1,5 +1,6 @@
 // All named children of a node in one pass (src/node_children.rs says why): exactly the nodes
-// `ts_node_named_child` gives for each index, with the same ids and positions.
+// `ts_node_named_child` gives for each index, with the same ids and positions, and their kinds
+// as `ts_node_symbol` gives them.
 //
 // Built against the private headers of the tree-sitter release the crate links (build.rs
 // finds them beside its public include folder), so a layout change in a new release is a
@@ -12,8 +13,13 @@
 #include "subtree.h"
 #include "tree.h"
 
-// Appends to `out[count..capacity]` the named children of `parent`, which starts at `position`;
-// returns the new count. A hidden child (a rule the grammar inlines, like
+// `ts_language_public_symbol`, inlined: the id `kind_id` reports for a grammar symbol.
+static inline TSSymbol public_symbol(const TSLanguage *language, TSSymbol symbol) {
+  return symbol == ts_builtin_sym_error ? symbol : language->public_symbol_map[symbol];
+}
+
+// Appends to `out[count..capacity]` the named children of `parent`, which starts at `position`,
+// and their kinds to `kinds`; returns the new count. A hidden child (a rule the grammar inlines, like
 // `_simple_statements`) is not a child itself but stands for its own named children, so it is
 // walked in place, as `ts_node_named_child` counts them.
 static uint32_t push_named_children(
@@ -21,6 +27,7 @@ static uint32_t push_named_children(
     Subtree parent,
     Length position,
     TSNode *out,
+    TSSymbol *kinds,
     uint32_t count,
     uint32_t capacity
 ) {
@@ -42,16 +49,18 @@ static uint32_t push_named_children(
     bool named = alias ? ts_language_symbol_metadata(tree->language, alias).named
                        : ts_subtree_visible(*child) && ts_subtree_named(*child);
     if (named) {
+      // The kind is read here, where the child's subtree is in cache anyway.
+      kinds[count] = public_symbol(tree->language, alias ? alias : ts_subtree_symbol(*child));
       out[count++] = ts_node_new(tree, child, position, alias);
     } else if (ts_subtree_child_count(*child) > 0 && child->ptr->named_child_count > 0) {
-      count = push_named_children(tree, *child, position, out, count, capacity);
+      count = push_named_children(tree, *child, position, out, kinds, count, capacity);
     }
     position = length_add(position, ts_subtree_size(*child));
   }
   return count;
 }
 
-uint32_t torchlint_named_children(TSNode node, TSNode *out, uint32_t capacity) {
+uint32_t torchlint_named_children(TSNode node, TSNode *out, TSSymbol *kinds, uint32_t capacity) {
   Length start = {node.context[0], {node.context[1], node.context[2]}};
-  return push_named_children(node.tree, *(const Subtree *)node.id, start, out, 0, capacity);
+  return push_named_children(node.tree, *(const Subtree *)node.id, start, out, kinds, 0, capacity);
 }

@@ -6,35 +6,89 @@
 //! tree cursor is linear but costs as much per step and stops at every punctuation token too.
 //! Fetching children was the largest single cost of the semantic walk. `node_children.c` does
 //! the same steps once per node, with tree-sitter's own private helpers inlined, and hands
-//! back exactly the nodes (same ids, same positions) `named_child` would.
+//! back exactly the nodes (same ids, same positions) `named_child` would, with their kind
+//! ids, read while the child is in cache.
 
 use tree_sitter::Node;
 use tree_sitter::ffi::TSNode;
 
 unsafe extern "C" {
-    /// Writes up to `capacity` named children of `node` to `out`; returns how many it wrote.
-    fn torchlint_named_children(node: TSNode, out: *mut TSNode, capacity: u32) -> u32;
+    /// Writes up to `capacity` named children of `node` to `out` and their kind ids to
+    /// `kinds`; returns how many it wrote.
+    fn torchlint_named_children(
+        node: TSNode,
+        out: *mut TSNode,
+        kinds: *mut u16,
+        capacity: u32,
+    ) -> u32;
 }
 
-/// Appends the named children of `node` to `out`, in order: `node.named_child(i)` for each `i`.
-pub fn push_named_children<'t>(node: Node<'t>, out: &mut Vec<Node<'t>>) {
-    let count = node.named_child_count();
-    if count == 0 {
-        return;
+/// Named children with their kind ids, kept as a stack: a walk pushes a node's children when
+/// it enters the node and cuts back to where they started when it leaves.
+#[derive(Default)]
+pub struct NamedChildren<'t> {
+    nodes: Vec<Node<'t>>,
+    kinds: Vec<u16>,
+}
+
+impl<'t> NamedChildren<'t> {
+    pub fn with_capacity(capacity: usize) -> Self {
+        NamedChildren {
+            nodes: Vec::with_capacity(capacity),
+            kinds: Vec::with_capacity(capacity),
+        }
     }
-    out.reserve(count);
-    let spare = out.spare_capacity_mut();
-    // SAFETY: `Node` is `#[repr(transparent)]` over `TSNode`, so the spare capacity is room
-    // for `count` `TSNode`s; the C side writes at most `capacity` of them and says how many,
-    // and only those are then taken as initialised. The nodes borrow the same tree as `node`.
-    let written = unsafe {
-        torchlint_named_children(
-            node.into_raw(),
-            spare.as_mut_ptr().cast::<TSNode>(),
-            count as u32,
-        )
-    };
-    unsafe { out.set_len(out.len() + written as usize) };
+
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// The `index`th child on the stack and its kind id (`node.kind_id()`).
+    pub fn get(&self, index: usize) -> (Node<'t>, u16) {
+        (self.nodes[index], self.kinds[index])
+    }
+
+    pub fn truncate(&mut self, len: usize) {
+        self.nodes.truncate(len);
+        self.kinds.truncate(len);
+    }
+
+    pub fn clear(&mut self) {
+        self.truncate(0);
+    }
+
+    /// Appends the named children of `node`, in order: `node.named_child(i)` for each `i`.
+    pub fn push(&mut self, node: Node<'t>) {
+        let count = node.named_child_count();
+        if count == 0 {
+            return;
+        }
+        self.nodes.reserve(count);
+        self.kinds.reserve(count);
+        let len = self.nodes.len();
+        // SAFETY: `Node` is `#[repr(transparent)]` over `TSNode`, so the spare capacity is
+        // room for `count` `TSNode`s, and `kinds` has room for `count` ids; the C side writes
+        // at most `count` of each and says how many, and only those are then taken as
+        // initialised. The nodes borrow the same tree as `node`.
+        unsafe {
+            let written = torchlint_named_children(
+                node.into_raw(),
+                self.nodes.as_mut_ptr().add(len).cast::<TSNode>(),
+                self.kinds.as_mut_ptr().add(len),
+                count as u32,
+            ) as usize;
+            self.nodes.set_len(len + written);
+            self.kinds.set_len(len + written);
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (Node<'t>, u16)> + '_ {
+        self.nodes.iter().copied().zip(self.kinds.iter().copied())
+    }
 }
 
 #[cfg(test)]
@@ -60,17 +114,18 @@ mod tests {
     fn compare_everywhere(source: &str) -> usize {
         let tree = crate::parse::parse(source, None);
         let mut stack = vec![tree.root_node()];
-        let mut children = Vec::new();
+        let mut children = NamedChildren::default();
         let mut visited = 0;
         while let Some(node) = stack.pop() {
             children.clear();
-            push_named_children(node, &mut children);
+            children.push(node);
             let by_index: Vec<Option<Node>> = (0..node.named_child_count() as u32)
                 .map(|i| node.named_child(i))
                 .collect();
             assert_eq!(children.len(), by_index.len(), "named children of {node:?}");
-            for (ours, theirs) in children.iter().zip(by_index) {
-                same(Some(*ours), theirs, "a named child");
+            for ((ours, kind), theirs) in children.iter().zip(by_index) {
+                same(Some(ours), theirs, "a named child");
+                assert_eq!(kind, ours.kind_id(), "the kind of {ours:?}");
             }
             visited += 1;
             let mut cursor = node.walk();

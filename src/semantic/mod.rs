@@ -19,7 +19,7 @@ use tree_sitter::{Node, Tree};
 
 use std::sync::LazyLock;
 
-use crate::node_children;
+use crate::node_children::NamedChildren;
 use crate::parse::{FIELDS, KINDS, is_identifier_char, text};
 use crate::source::TextRange;
 use scope::{Binding, BindingKind, ScopeId, ScopeKind, Scopes, Site};
@@ -265,7 +265,7 @@ struct Builder<'a> {
     /// Indices into `classes` of the classes the walk is inside.
     class_stack: Vec<usize>,
     /// The parameters of the function being entered: a buffer kept between functions.
-    parameter_list: Vec<Node<'a>>,
+    parameter_list: NamedChildren<'a>,
     /// Set by an action that has read the node's first named child and found nothing to walk
     /// in it (see [`Builder::passable`]); the walk then starts at the second.
     skip_first: bool,
@@ -524,7 +524,7 @@ impl<'a> Builder<'a> {
                 Default::default(),
             ),
             class_stack: Vec::new(),
-            parameter_list: Vec::new(),
+            parameter_list: NamedChildren::default(),
             skip_first: false,
         }
     }
@@ -545,15 +545,15 @@ impl<'a> Builder<'a> {
     fn run_named(mut self, root: Node<'a>) -> SemanticModel<'a> {
         let mut stack: Vec<Frame<'a>> = Vec::with_capacity(64);
         // The named children of every node on `stack`, each frame's after its parent's.
-        let mut children: Vec<Node<'a>> = Vec::with_capacity(256);
-        if let Some(frame) = self.visit(root, &mut children) {
+        let mut children = NamedChildren::with_capacity(256);
+        if let Some(frame) = self.visit(root, root.kind_id(), &mut children) {
             stack.push(frame);
         }
         while let Some(frame) = stack.last_mut() {
             if frame.next < frame.end {
-                let child = children[frame.next as usize];
+                let (child, kind) = children.get(frame.next as usize);
                 frame.next += 1;
-                if let Some(frame) = self.visit(child, &mut children) {
+                if let Some(frame) = self.visit(child, kind, &mut children) {
                     stack.push(frame);
                 }
             } else {
@@ -569,12 +569,17 @@ impl<'a> Builder<'a> {
 
     /// Enters a node; a frame to walk its named children in (pushed onto `children`), or None
     /// when it is done with (left already if it asked to be).
-    fn visit(&mut self, node: Node<'a>, children: &mut Vec<Node<'a>>) -> Option<Frame<'a>> {
-        let (descend, needs_leave) = self.enter(node);
+    fn visit(
+        &mut self,
+        node: Node<'a>,
+        kind: u16,
+        children: &mut NamedChildren<'a>,
+    ) -> Option<Frame<'a>> {
+        let (descend, needs_leave) = self.enter(node, kind);
         let skip = u32::from(std::mem::take(&mut self.skip_first));
         let start = children.len() as u32;
         if descend {
-            node_children::push_named_children(node, children);
+            children.push(node);
         }
         let end = children.len() as u32;
         if end <= start + skip {
@@ -600,7 +605,7 @@ impl<'a> Builder<'a> {
         let mut leave_pending: Vec<bool> = Vec::with_capacity(64);
         loop {
             let node = cursor.node();
-            let (descend, needs_leave) = self.enter(node);
+            let (descend, needs_leave) = self.enter(node, node.kind_id());
             // This walk visits every child; nothing to pass over.
             self.skip_first = false;
             if descend && cursor.goto_first_child() {
@@ -653,8 +658,8 @@ impl<'a> Builder<'a> {
 
     /// Handles a node on the way down; returns whether to descend and whether its leave
     /// needs work.
-    fn enter(&mut self, node: Node<'a>) -> (bool, bool) {
-        let kind = node.kind_id();
+    /// `kind` is the node's kind id, which the walk has at hand.
+    fn enter(&mut self, node: Node<'a>, kind: u16) -> (bool, bool) {
         let Some(&info) = self.kinds.get(kind as usize) else {
             // ERROR nodes: their kind id is past the table.
             if self.has_errors {
@@ -1255,10 +1260,9 @@ impl<'a> Builder<'a> {
         // All at once: by index, a list of twenty parameters costs two hundred child steps.
         let mut list = std::mem::take(&mut self.parameter_list);
         list.clear();
-        node_children::push_named_children(parameters, &mut list);
-        for (index, &parameter) in list.iter().enumerate() {
+        list.push(parameters);
+        for (index, (parameter, kind)) in list.iter().enumerate() {
             let index = index as u32;
-            let kind = parameter.kind_id();
             let name = if kind == KINDS.identifier {
                 Some(parameter)
             } else if kind == KINDS.default_parameter || kind == KINDS.typed_default_parameter {
