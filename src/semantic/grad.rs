@@ -333,6 +333,29 @@ fn decorator_effect(analysis: &Analysis<'_>, function: Node<'_>) -> Option<GradE
     })
 }
 
+/// Whether `callee` may resolve to a name `grad_effect_of` knows, read off its text: most
+/// decorators and `with` items (`@property`, `with open(...)`) cannot, and resolving their
+/// names is most of the cost of finding the file's grad regions. The last dotted part of a
+/// qualified name is the last part of the text unless the name is an alias (`ng` for
+/// `torch.no_grad`), and aliases are known to the scopes.
+fn may_name_a_grad_switch(analysis: &Analysis<'_>, callee: Node<'_>) -> bool {
+    let kind = callee.kind_id();
+    if kind != KINDS.identifier && kind != KINDS.attribute {
+        return true;
+    }
+    let text = analysis.text(callee);
+    let last = text.rsplit('.').next().unwrap_or(text).trim();
+    [
+        "no_grad",
+        "inference_mode",
+        "enable_grad",
+        "set_grad_enabled",
+    ]
+    .iter()
+    .any(|name| last.contains(name))
+        || (kind == KINDS.identifier && analysis.model.scopes.may_rename(last))
+}
+
 /// `torch.no_grad()`, `torch.inference_mode()`, `torch.set_grad_enabled(False)`,
 /// `torch.enable_grad()`, and the bare decorator forms.
 pub fn grad_effect_of(analysis: &Analysis<'_>, expression: Node<'_>) -> Option<GradEffect> {
@@ -344,6 +367,9 @@ pub fn grad_effect_of(analysis: &Analysis<'_>, expression: Node<'_>) -> Option<G
     } else {
         (expression, None)
     };
+    if !may_name_a_grad_switch(analysis, callee) {
+        return None;
+    }
     let name = analysis.qualified_name(callee)?;
     let first_argument = arguments.and_then(|arguments| {
         find_argument(arguments, analysis.source, Some("mode"), Some(0))
