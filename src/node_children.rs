@@ -52,6 +52,14 @@ impl<'t> NamedChildren<'t> {
         (self.nodes[index], self.kinds[index])
     }
 
+    /// The children from `start` on, with their kind ids.
+    pub fn since(&self, start: usize) -> Own<'_, 't> {
+        Own {
+            nodes: &self.nodes[start..],
+            kinds: &self.kinds[start..],
+        }
+    }
+
     pub fn truncate(&mut self, len: usize) {
         self.nodes.truncate(len);
         self.kinds.truncate(len);
@@ -89,6 +97,13 @@ impl<'t> NamedChildren<'t> {
     pub fn iter(&self) -> impl Iterator<Item = (Node<'t>, u16)> + '_ {
         self.nodes.iter().copied().zip(self.kinds.iter().copied())
     }
+}
+
+/// One node's named children, with their kind ids.
+#[derive(Clone, Copy)]
+pub struct Own<'c, 't> {
+    pub nodes: &'c [Node<'t>],
+    pub kinds: &'c [u16],
 }
 
 #[cfg(test)]

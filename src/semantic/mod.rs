@@ -19,7 +19,7 @@ use tree_sitter::{Node, Tree};
 
 use std::sync::LazyLock;
 
-use crate::node_children::NamedChildren;
+use crate::node_children::{NamedChildren, Own};
 use crate::parse::{FIELDS, KINDS, is_identifier_char, text};
 use crate::source::TextRange;
 use scope::{Binding, BindingKind, ScopeId, ScopeKind, Scopes, Site};
@@ -299,6 +299,10 @@ enum Action {
 #[derive(Debug, Clone, Copy)]
 struct KindInfo {
     action: Action,
+    /// Whether the walk fetches the named children before entering the node, for its action
+    /// to read (calls, assignments). Only for kinds the walk always goes into, or the fetch
+    /// would be wasted.
+    children_first: bool,
     /// Whether anything below such a node matters. Imports, parameter lists, annotations and
     /// plain strings are read where needed (or not at all), not walked.
     descend: bool,
@@ -330,6 +334,7 @@ static KIND_TABLE: LazyLock<Vec<KindInfo>> = LazyLock::new(|| {
             leave: false,
             prune_leaves: false,
             prune_call_free: false,
+            children_first: false,
         })
         .collect();
     let k = &*KINDS;
@@ -341,6 +346,7 @@ static KIND_TABLE: LazyLock<Vec<KindInfo>> = LazyLock::new(|| {
             leave: false,
             prune_leaves: false,
             prune_call_free: false,
+            children_first: false,
         };
     };
     set(k.comment, Action::Comment, false, false);
@@ -418,6 +424,10 @@ static KIND_TABLE: LazyLock<Vec<KindInfo>> = LazyLock::new(|| {
         table[id as usize].prune_leaves = true;
         table[id as usize].prune_call_free = !name.ends_with("_statement") && name != "decorator";
     }
+    for reads_children in [k.call, k.assignment, k.augmented_assignment] {
+        // Never pruned: neither has `prune_leaves` or `prune_call_free`.
+        table[reads_children as usize].children_first = true;
+    }
     for context in [
         k.function_definition,
         k.class_definition,
@@ -443,6 +453,31 @@ static KIND_TABLE: LazyLock<Vec<KindInfo>> = LazyLock::new(|| {
 const CALL_BYTES: usize = 320;
 const NAME_BYTES: usize = 1500;
 const SKELETON_BYTES: usize = 64;
+
+/// The first child of a call or assignment: the first of its named children where the walk
+/// fetched them (the first child is named in both), else a lookup.
+fn first_child<'a>(node: Node<'a>, own: Option<Own<'_, 'a>>) -> Option<Node<'a>> {
+    let first = match own {
+        Some(own) => own.nodes.first().copied(),
+        None => node.child(0),
+    };
+    debug_assert_eq!(first, node.child(0));
+    first
+}
+
+/// An assignment's `right` field, from its named children: `target = value` and
+/// `target: type = value` end with the value, `target: type` has none. Comments never end
+/// an assignment (tree-sitter hands trailing extras to the parent).
+fn assigned_value<'a>(node: Node<'a>, own: Own<'_, 'a>) -> Option<Node<'a>> {
+    let value = match (own.nodes.len(), own.kinds.last()) {
+        (2.., Some(&kind)) if kind != KINDS.type_ && kind != KINDS.comment => {
+            own.nodes.last().copied()
+        }
+        _ => None,
+    };
+    debug_assert_eq!(value, node.child_by_field_id(FIELDS.right), "{node:?}");
+    value
+}
 
 /// Whether an expression's text may hold a call, comment, lambda, walrus or comprehension.
 fn may_hold_code(text: &[u8]) -> bool {
@@ -575,13 +610,25 @@ impl<'a> Builder<'a> {
         kind: u16,
         children: &mut NamedChildren<'a>,
     ) -> Option<Frame<'a>> {
-        let (descend, needs_leave) = self.enter(node, kind);
-        let skip = u32::from(std::mem::take(&mut self.skip_first));
-        let start = children.len() as u32;
-        if descend {
+        let start = children.len();
+        // Calls and assignments read their children, and the walk always goes into them:
+        // fetching the children first spares the lookups (`child(0)`, a field) they would make.
+        let children_first = self
+            .kinds
+            .get(kind as usize)
+            .is_some_and(|info| info.children_first);
+        if children_first {
             children.push(node);
         }
-        let end = children.len() as u32;
+        let own = children_first.then(|| children.since(start));
+        let (descend, needs_leave) = self.enter(node, kind, own);
+        let skip = u32::from(std::mem::take(&mut self.skip_first));
+        if descend && !children_first {
+            children.push(node);
+        } else if !descend {
+            children.truncate(start);
+        }
+        let (start, end) = (start as u32, children.len() as u32);
         if end <= start + skip {
             children.truncate(start as usize);
             if needs_leave {
@@ -605,7 +652,7 @@ impl<'a> Builder<'a> {
         let mut leave_pending: Vec<bool> = Vec::with_capacity(64);
         loop {
             let node = cursor.node();
-            let (descend, needs_leave) = self.enter(node, node.kind_id());
+            let (descend, needs_leave) = self.enter(node, node.kind_id(), None);
             // This walk visits every child; nothing to pass over.
             self.skip_first = false;
             if descend && cursor.goto_first_child() {
@@ -658,8 +705,9 @@ impl<'a> Builder<'a> {
 
     /// Handles a node on the way down; returns whether to descend and whether its leave
     /// needs work.
-    /// `kind` is the node's kind id, which the walk has at hand.
-    fn enter(&mut self, node: Node<'a>, kind: u16) -> (bool, bool) {
+    /// `kind` is the node's kind id, which the walk has at hand; `own` its named children
+    /// where the walk fetched them first (see [`KindInfo::children_first`]).
+    fn enter(&mut self, node: Node<'a>, kind: u16, own: Option<Own<'_, 'a>>) -> (bool, bool) {
         let Some(&info) = self.kinds.get(kind as usize) else {
             // ERROR nodes: their kind id is past the table.
             if self.has_errors {
@@ -677,7 +725,7 @@ impl<'a> Builder<'a> {
             Action::Nothing => {}
             Action::Comment => self.comments.push(node.byte_range()),
             Action::Call => {
-                if let Some((function, name)) = self.record_call(node) {
+                if let Some((function, name)) = self.record_call(node, own) {
                     // The callee is the first named child.
                     self.skip_first = self.passable(function);
                     if let Some(call) = training::training_step_method(function, name, self.source)
@@ -688,9 +736,9 @@ impl<'a> Builder<'a> {
             }
             Action::Import => self.bind_import(node),
             Action::ImportFrom => self.bind_import_from(node),
-            Action::Assignment => self.bind_assignment(node),
+            Action::Assignment => self.bind_assignment(node, own),
             Action::AugmentedAssignment => {
-                if let Some(left) = node.child(0) {
+                if let Some(left) = first_child(node, own) {
                     if left.kind_id() == KINDS.attribute {
                         self.record_attribute_assignment(left, Site::Augmented(node), node);
                     } else {
@@ -1015,10 +1063,14 @@ impl<'a> Builder<'a> {
 
     /// Records what a call calls (for call-site analysis) and `x.eval()` / `x.train()`;
     /// returns the callee and the name it calls.
-    fn record_call(&mut self, call: Node<'a>) -> Option<(Node<'a>, &'a str)> {
+    fn record_call(
+        &mut self,
+        call: Node<'a>,
+        own: Option<Own<'_, 'a>>,
+    ) -> Option<(Node<'a>, &'a str)> {
         // The callee is the first child of every call (a field lookup scans the field map
         // too).
-        let function = call.child(0)?;
+        let function = first_child(call, own)?;
         let kind = function.kind_id();
         let name = if kind == KINDS.identifier {
             text(function, self.source)
@@ -1154,14 +1206,17 @@ impl<'a> Builder<'a> {
         );
     }
 
-    fn bind_assignment(&mut self, node: Node<'a>) {
+    fn bind_assignment(&mut self, node: Node<'a>, own: Option<Own<'_, 'a>>) {
         // The target is the first child of every assignment (and so its first named child).
-        let Some(left) = node.child(0) else {
+        let Some(left) = first_child(node, own) else {
             return;
         };
         self.skip_first = self.passable(left);
         // `a = b = value`: every target gets the innermost value.
-        let mut right = node.child_by_field_id(FIELDS.right);
+        let mut right = match own {
+            Some(own) => assigned_value(node, own),
+            None => node.child_by_field_id(FIELDS.right),
+        };
         while let Some(inner) = right.filter(|r| r.kind_id() == KINDS.assignment) {
             right = inner.child_by_field_id(FIELDS.right);
         }
@@ -1400,6 +1455,29 @@ mod tests {
     fn module_aliases_resolve_through_assignment() {
         let source = "import torch\nL = torch.load\ndef f():\n    L(p)\n";
         assert_eq!(resolve_all(source, "L"), vec![Some("torch.load".into())]);
+    }
+
+    #[test]
+    fn every_shape_of_assignment_binds_its_value() {
+        // The walk reads an assignment's value off its named children; in test builds it also
+        // checks each one against tree-sitter's `right` field.
+        let source = "import torch\n\
+                      A: torch.Tensor\n\
+                      B = C = torch.load\n\
+                      D: type = torch.load  # a comment\n\
+                      E = (  # a comment\n    torch.load)\n\
+                      F, *G = H = torch.load, 1\n\
+                      A(p)\nB(p)\nC(p)\nD(p)\nE(p)\nH(p)\n";
+        let expected = |name| match name {
+            // Annotated only: no value, so the name stays unbound (and resolves to itself).
+            "A" => vec![Some("A".to_owned())],
+            // The value is a tuple, or in parentheses: not followed as an alias.
+            "E" | "H" => vec![None],
+            _ => vec![Some("torch.load".to_owned())],
+        };
+        for name in ["A", "B", "C", "D", "E", "H"] {
+            assert_eq!(resolve_all(source, name), expected(name), "{name}");
+        }
     }
 
     #[test]
