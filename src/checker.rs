@@ -37,6 +37,10 @@ enum FrameKind {
 struct Frame<'t> {
     node: Node<'t>,
     kind: FrameKind,
+    /// A function's or loop's facts, looked up once when the frame opens: rules ask for them
+    /// at every node inside.
+    function: Option<&'t crate::semantic::FunctionFacts>,
+    loop_facts: Option<&'t crate::semantic::LoopFacts>,
 }
 
 /// Evidence that a node runs once per batch: the loop or step function, and why.
@@ -220,7 +224,18 @@ impl<'a> Checker<'a> {
             None
         };
         if let Some(kind) = frame {
-            self.frames.push(Frame { node, kind });
+            let function = matches!(kind, FrameKind::Function)
+                .then(|| self.model.function_facts(node))
+                .flatten();
+            let loop_facts = matches!(kind, FrameKind::Loop)
+                .then(|| self.model.loop_facts(node))
+                .flatten();
+            self.frames.push(Frame {
+                node,
+                kind,
+                function,
+                loop_facts,
+            });
         }
     }
 
@@ -421,7 +436,7 @@ impl<'a> Checker<'a> {
             if !matches!(frame.kind, FrameKind::Loop) {
                 continue;
             }
-            let facts = self.model.loop_facts(frame.node)?;
+            let facts = frame.loop_facts?;
             if facts.trains() {
                 let call = facts.training_call.clone().unwrap_or(facts.header.clone());
                 return Some(PerBatchEvidence {
@@ -449,8 +464,7 @@ impl<'a> Checker<'a> {
                 return None;
             }
         }
-        let function = self.enclosing_function()?;
-        let facts = self.model.function_facts(function.node)?;
+        let facts = self.enclosing_function()?.function?;
         if let Some(call) = &facts.training_call_outside_loops {
             return Some(PerBatchEvidence {
                 range: facts.header.clone(),
@@ -493,7 +507,7 @@ impl<'a> Checker<'a> {
         if !matches!(frame.kind, FrameKind::Function) {
             return None;
         }
-        Some((frame.node, self.model.function_facts(frame.node)?))
+        Some((frame.node, frame.function?))
     }
 
     /// The innermost loop of the current function, if any.
