@@ -454,14 +454,14 @@ const CALL_BYTES: usize = 320;
 const NAME_BYTES: usize = 1500;
 const SKELETON_BYTES: usize = 64;
 
-/// The first child of a call or assignment: the first of its named children where the walk
-/// fetched them (the first child is named in both), else a lookup.
-fn first_child<'a>(node: Node<'a>, own: Option<Own<'_, 'a>>) -> Option<Node<'a>> {
+/// The first child of a call or assignment and its kind id: the first of its named children
+/// where the walk fetched them (the first child is named in both), else a lookup.
+fn first_child<'a>(node: Node<'a>, own: Option<Own<'_, 'a>>) -> Option<(Node<'a>, u16)> {
     let first = match own {
-        Some(own) => own.nodes.first().copied(),
-        None => node.child(0),
+        Some(own) => own.nodes.first().copied().zip(own.kinds.first().copied()),
+        None => node.child(0).map(|child| (child, child.kind_id())),
     };
-    debug_assert_eq!(first, node.child(0));
+    debug_assert_eq!(first.map(|(child, _)| child), node.child(0));
     first
 }
 
@@ -725,9 +725,9 @@ impl<'a> Builder<'a> {
             Action::Nothing => {}
             Action::Comment => self.comments.push(node.byte_range()),
             Action::Call => {
-                if let Some((function, name)) = self.record_call(node, own) {
+                if let Some((function, kind, name)) = self.record_call(node, own) {
                     // The callee is the first named child.
-                    self.skip_first = self.passable(function);
+                    self.skip_first = self.passable(function, kind);
                     if let Some(call) = training::training_step_method(function, name, self.source)
                     {
                         self.mark_training(call);
@@ -738,8 +738,8 @@ impl<'a> Builder<'a> {
             Action::ImportFrom => self.bind_import_from(node),
             Action::Assignment => self.bind_assignment(node, own),
             Action::AugmentedAssignment => {
-                if let Some(left) = first_child(node, own) {
-                    if left.kind_id() == KINDS.attribute {
+                if let Some((left, kind)) = first_child(node, own) {
+                    if kind == KINDS.attribute {
                         self.record_attribute_assignment(left, Site::Augmented(node), node);
                     } else {
                         self.bind_targets(left, node.end_byte(), Site::Augmented(node));
@@ -909,8 +909,7 @@ impl<'a> Builder<'a> {
     /// Whether the walk can pass over a child an action has read already: a name or a plain
     /// dotted name binds nothing, holds no code and starts no rule, so visiting it would only
     /// cost a child lookup (the most expensive step of the walk).
-    fn passable(&self, child: Node<'a>) -> bool {
-        let kind = child.kind_id();
+    fn passable(&self, child: Node<'a>, kind: u16) -> bool {
         let Some(info) = self.kinds.get(kind as usize) else {
             return false;
         };
@@ -1067,11 +1066,10 @@ impl<'a> Builder<'a> {
         &mut self,
         call: Node<'a>,
         own: Option<Own<'_, 'a>>,
-    ) -> Option<(Node<'a>, &'a str)> {
+    ) -> Option<(Node<'a>, u16, &'a str)> {
         // The callee is the first child of every call (a field lookup scans the field map
         // too).
-        let function = first_child(call, own)?;
-        let kind = function.kind_id();
+        let (function, kind) = first_child(call, own)?;
         let name = if kind == KINDS.identifier {
             text(function, self.source)
         } else if kind == KINDS.attribute {
@@ -1097,7 +1095,7 @@ impl<'a> Builder<'a> {
         };
         self.call_names.insert(call.id(), (function, name));
         self.calls_by_name.entry(name).or_default().push(call);
-        Some((function, name))
+        Some((function, kind, name))
     }
 
     fn record_attribute_assignment(
@@ -1208,10 +1206,10 @@ impl<'a> Builder<'a> {
 
     fn bind_assignment(&mut self, node: Node<'a>, own: Option<Own<'_, 'a>>) {
         // The target is the first child of every assignment (and so its first named child).
-        let Some(left) = first_child(node, own) else {
+        let Some((left, kind)) = first_child(node, own) else {
             return;
         };
-        self.skip_first = self.passable(left);
+        self.skip_first = self.passable(left, kind);
         // `a = b = value`: every target gets the innermost value.
         let mut right = match own {
             Some(own) => assigned_value(node, own),
@@ -1224,7 +1222,6 @@ impl<'a> Builder<'a> {
             // An annotation without a value (`x: int`).
             return;
         };
-        let kind = left.kind_id();
         if kind == KINDS.identifier {
             let binding =
                 if value.kind_id() == KINDS.identifier || value.kind_id() == KINDS.attribute {
