@@ -18,10 +18,10 @@ static inline TSSymbol public_symbol(const TSLanguage *language, TSSymbol symbol
   return symbol == ts_builtin_sym_error ? symbol : language->public_symbol_map[symbol];
 }
 
-// Appends to `out[count..capacity]` the named children of `parent`, which starts at `position`,
-// and their kinds to `kinds`; returns the new count. A hidden child (a rule the grammar inlines, like
-// `_simple_statements`) is not a child itself but stands for its own named children, so it is
-// walked in place, as `ts_node_named_child` counts them.
+// Appends to `out[count..capacity]` the named children of `parent`, which starts at
+// `position`, and their kinds to `kinds`; returns the new count. A hidden child (a rule the
+// grammar inlines, like `_simple_statements`) is not a child itself but stands for its own
+// named children, so it is walked in place, as `ts_node_named_child` counts them.
 static uint32_t push_named_children(
     const TSTree *tree,
     Subtree parent,
