@@ -151,9 +151,9 @@ mod tests {
 
     #[test]
     fn the_same_nodes_as_tree_sitter_on_tricky_code() {
-        // Hidden rules walked in place (`a; b`), aliases (keyword names), comments (extras
-        // take no alias slot, also between a field's tokens), strings with interpolations,
-        // decorators, patterns, a syntax error and multi-byte text.
+        // Hidden rules walked in place (`a; b`), aliases (keyword names, `with` targets,
+        // `not in`), comments before aliased children (extras take no alias slot), strings
+        // with interpolations, decorators, patterns, a syntax error and multi-byte text.
         let visited = compare_everywhere(
             "import torch.nn as nn  # é\n\
              from a import (b, c,)\n\
@@ -175,6 +175,11 @@ mod tests {
              try: pass\n\
              except* (A, B) as e: raise X from e\n\
              exec \"old\"\n\
+             y = (a  # a comment before an aliased `not in`\n\
+             \x20    not in b)\n\
+             with (open(p) as  # a comment before an aliased target\n\
+             \x20     f):\n\
+             \x20   pass\n\
              def broken(:\n",
         );
         assert!(visited > 300, "visited only {visited} nodes");
