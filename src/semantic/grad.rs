@@ -343,8 +343,9 @@ fn may_name_a_grad_switch(analysis: &Analysis<'_>, callee: Node<'_>) -> bool {
     if kind != KINDS.identifier && kind != KINDS.attribute {
         return true;
     }
-    let text = analysis.text(callee);
-    let last = text.rsplit('.').next().unwrap_or(text).trim();
+    let Some(last) = super::trailing_name(analysis.text(callee)) else {
+        return true;
+    };
     [
         "no_grad",
         "inference_mode",
