@@ -268,9 +268,14 @@ pub fn decode(bytes: &[u8]) -> Result<String, DecodeError> {
         Ok(text) => {
             let label = declared.unwrap_or_default();
             if is_utf8_label(&label) {
-                Ok(text.to_owned())
-            } else {
-                decode_with(bytes, label)
+                return Ok(text.to_owned());
+            }
+            match decode_with(bytes, label) {
+                // A codec Python does not ship (`future_fstrings`, installed as a package): the
+                // bytes are UTF-8, so read them as such, as Ruff does
+                // ([`unknown_coding_declaration`] names it for a warning).
+                Err(DecodeError::UnknownEncoding { .. }) => Ok(text.to_owned()),
+                decoded => decoded,
             }
         }
         Err(error) => {
@@ -283,6 +288,21 @@ pub fn decode(bytes: &[u8]) -> Result<String, DecodeError> {
             }
         }
     }
+}
+
+/// The label of a coding declaration that names no encoding torchlint knows, in a file whose
+/// bytes are valid UTF-8: [`decode`] reads such a file as UTF-8, and the caller warns.
+pub fn unknown_coding_declaration(bytes: &[u8]) -> Option<String> {
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let label = coding_declaration(bytes)?;
+    if is_utf8_label(&label) || std::str::from_utf8(bytes).is_err() {
+        return None;
+    }
+    matches!(
+        decode_with(bytes, label.clone()),
+        Err(DecodeError::UnknownEncoding { .. })
+    )
+    .then_some(label)
 }
 
 fn is_utf8_label(label: &str) -> bool {
@@ -433,5 +453,29 @@ mod tests {
             decode(b"# coding: klingon\nx = '\xff'\n"),
             Err(DecodeError::UnknownEncoding { .. })
         ));
+    }
+
+    #[test]
+    fn unknown_codecs_over_utf8_bytes_are_read_as_utf8() {
+        let source = "# -*- coding: future_fstrings -*-\nname = f'{x}é'\n".as_bytes();
+        assert_eq!(
+            decode(source).unwrap(),
+            std::str::from_utf8(source).unwrap()
+        );
+        assert_eq!(
+            unknown_coding_declaration(source).as_deref(),
+            Some("future_fstrings")
+        );
+        // Known encodings and undeclared files need no warning.
+        assert_eq!(
+            unknown_coding_declaration(b"# coding: latin-1\nx = 1\n"),
+            None
+        );
+        assert_eq!(unknown_coding_declaration(b"x = 1\n"), None);
+        // Bytes that are not UTF-8 under an unknown codec are still refused.
+        assert_eq!(
+            unknown_coding_declaration(b"# coding: klingon\nx = '\xff'\n"),
+            None
+        );
     }
 }

@@ -183,6 +183,27 @@ fn latin1_file_with_coding_declaration_is_linted_normally() {
 }
 
 #[test]
+fn unknown_codec_over_utf8_bytes_is_linted_as_utf8_with_a_warning() {
+    let project = project_with_ok_file();
+    project.write(
+        "fstrings.py",
+        "# -*- coding: future_fstrings -*-\nimport torch\nname = f'{1}é'\nstate = torch.load(name)\n",
+    );
+
+    let run = lint(&project, &[]);
+
+    assert_eq!(run.findings(), ["fstrings.py:4:9: TL108", OK_FINDING]);
+    assert!(
+        run.stderr.contains(
+            "warning: fstrings.py: declares the unknown encoding `future_fstrings`; linted as UTF-8"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(run.code, 1);
+}
+
+#[test]
 fn binary_file_named_py_is_one_error_naming_it() {
     let project = project_with_ok_file();
     project.write(

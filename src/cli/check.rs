@@ -75,7 +75,17 @@ pub fn run(args: CheckArgs) -> u8 {
             Ok(settings) => {
                 let mut bytes = Vec::new();
                 let outcome = match io::stdin().lock().read_to_end(&mut bytes) {
-                    Ok(_) => lint_bytes(&name, &bytes, &settings, args.parse_only).0,
+                    Ok(_) => {
+                        if let Some(label) = source::unknown_coding_declaration(&bytes)
+                            && !args.quiet
+                        {
+                            eprintln!(
+                                "warning: {}: declares the unknown encoding `{label}`; linted as UTF-8, which its bytes are",
+                                name.display()
+                            );
+                        }
+                        lint_bytes(&name, &bytes, &settings, args.parse_only).0
+                    }
                     Err(error) => Outcome::Failed(FileError::new(
                         &name,
                         format!("cannot read stdin: {error}"),
@@ -108,6 +118,11 @@ pub fn run(args: CheckArgs) -> u8 {
         let mut hashes = Vec::with_capacity(linted.len());
         let mut called = Vec::with_capacity(linted.len());
         for linted in linted {
+            if let Some(warning) = linted.warning
+                && !args.quiet
+            {
+                eprintln!("warning: {warning}");
+            }
             outcomes.push(linted.outcome);
             hashes.push(linted.hash);
             called.push(linted.called);
@@ -340,6 +355,8 @@ struct Linted {
     outcome: Outcome,
     hash: Option<ContentHash>,
     called: Option<CalledNames>,
+    /// Something to tell the user that does not stop the file being linted.
+    warning: Option<String>,
 }
 
 fn lint_target(target: &LintTarget, parse_only: bool, cache: Option<&Cache>) -> Linted {
@@ -351,15 +368,23 @@ fn lint_target(target: &LintTarget, parse_only: bool, cache: Option<&Cache>) -> 
                 outcome: Outcome::Failed(FileError::new(&target.path, message)),
                 hash: None,
                 called: None,
+                warning: None,
             };
         }
     };
+    let warning = source::unknown_coding_declaration(&bytes).map(|label| {
+        format!(
+            "{}: declares the unknown encoding `{label}`; linted as UTF-8, which its bytes are",
+            display_path(&target.path).display()
+        )
+    });
     let Some(cache) = cache else {
         let (outcome, called) = lint_bytes(&target.path, &bytes, &target.settings, parse_only);
         return Linted {
             outcome,
             hash: None,
             called,
+            warning,
         };
     };
     let hash = cache::content_hash(&bytes);
@@ -384,6 +409,7 @@ fn lint_target(target: &LintTarget, parse_only: bool, cache: Option<&Cache>) -> 
             outcome,
             hash: Some(hash),
             called: None,
+            warning,
         };
     }
     let (outcome, called) = lint_bytes(&target.path, &bytes, &target.settings, parse_only);
@@ -405,6 +431,7 @@ fn lint_target(target: &LintTarget, parse_only: bool, cache: Option<&Cache>) -> 
         outcome,
         hash: Some(hash),
         called,
+        warning,
     }
 }
 
