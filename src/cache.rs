@@ -22,6 +22,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::diagnostic::{Diagnostic, Fix, Label, Severity};
 use crate::project::{Assumption, FunctionKey};
+use crate::semantic::facts::Question;
+use crate::semantic::summary::{Demand, FileSummary};
 use crate::settings::Settings;
 use crate::source::TextRange;
 
@@ -52,6 +54,29 @@ struct Entry {
     content: ContentHash,
     settings: u128,
     diagnostics: Vec<CachedDiagnostic>,
+    /// The file's facts for the rest of the project: its summary (of the names `demand`
+    /// covered when it was made), and the questions its findings rest on.
+    #[serde(default)]
+    summary: FileSummary,
+    #[serde(default)]
+    demand: Demand,
+    #[serde(default)]
+    questions: Vec<Question>,
+}
+
+/// What the cache holds for a file: its findings, and its project facts.
+pub struct Cached {
+    pub diagnostics: Vec<Diagnostic>,
+    pub summary: FileSummary,
+    pub questions: Vec<Question>,
+}
+
+/// What a freshly linted file leaves in the cache.
+pub struct Fresh<'a> {
+    pub diagnostics: &'a [Diagnostic],
+    pub summary: &'a FileSummary,
+    pub demand: &'a Demand,
+    pub questions: &'a [Question],
 }
 
 /// A [`Diagnostic`] with its rule named by code (looked up again in the settings' registry).
@@ -106,22 +131,25 @@ impl Cache {
         }
     }
 
-    /// The findings recorded for `path` with this content and settings, if any.
+    /// What is recorded for `path` with this content and settings, if any, and a summary of
+    /// at least the names `demand` asks for.
     pub fn get(
         &self,
         path: &Path,
         shown: &Path,
         content: ContentHash,
         settings: &Settings,
-    ) -> Option<Vec<Diagnostic>> {
+        demand: &Demand,
+    ) -> Option<Cached> {
         let entry = self.loaded.files.get(&key(path))?;
         if entry.content != content
             || entry.settings != settings.fingerprint()
             || entry.shown != shown
+            || !entry.demand.covers(demand)
         {
             return None;
         }
-        entry
+        let diagnostics = entry
             .diagnostics
             .iter()
             .map(|cached| {
@@ -137,7 +165,12 @@ impl Cache {
                     assumption: cached.assumption.clone(),
                 })
             })
-            .collect()
+            .collect::<Option<Vec<_>>>()?;
+        Some(Cached {
+            diagnostics,
+            summary: entry.summary.clone(),
+            questions: entry.questions.clone(),
+        })
     }
 
     /// Records the findings of a freshly linted file.
@@ -147,13 +180,17 @@ impl Cache {
         shown: &Path,
         content: ContentHash,
         settings: &Settings,
-        diagnostics: &[Diagnostic],
+        fresh: Fresh<'_>,
     ) {
         let entry = Entry {
             shown: shown.to_owned(),
             content,
             settings: settings.fingerprint(),
-            diagnostics: diagnostics
+            summary: fresh.summary.clone(),
+            demand: fresh.demand.clone(),
+            questions: fresh.questions.to_vec(),
+            diagnostics: fresh
+                .diagnostics
                 .iter()
                 .map(|d| CachedDiagnostic {
                     code: d.rule.code.clone(),

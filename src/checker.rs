@@ -13,10 +13,12 @@ use crate::project::{self, Assumption, FunctionKey};
 use crate::rules::RuleMeta;
 use crate::rules::declarative::Context;
 use crate::rules::memory::Accumulation;
-use crate::semantic::analysis::Analysis;
+use crate::semantic::analysis::{Analysis, ProjectView};
+use crate::semantic::facts::Question;
 pub use crate::semantic::grad::GradMode;
 use crate::semantic::modules;
 use crate::semantic::scope::ScopeId;
+use crate::semantic::summary::{self, Demand, FileSummary};
 use crate::semantic::{SemanticModel, training};
 use crate::settings::Settings;
 use crate::source::{SourceFile, TextRange};
@@ -104,20 +106,36 @@ pub struct Checker<'a> {
     fields: [std::cell::Cell<Option<FieldLookup<'a>>>; FIELD_SLOTS],
 }
 
-/// Runs every enabled rule over one parsed file in a single walk.
+/// What the rule pass found, and what it learnt of the file for the rest of the project.
+pub struct CheckOutcome {
+    pub diagnostics: Vec<Diagnostic>,
+    pub internal_errors: Vec<InternalError>,
+    /// The file's names that other files import (`summary::Demand`), summarised.
+    pub summary: FileSummary,
+    /// What the file asked the project's fact base.
+    pub questions: Vec<Question>,
+}
+
+/// Runs every enabled rule over one parsed file in a single walk; with a project, the file's
+/// imports are answered from its fact base and the names other files import are summarised.
 pub fn check<'a>(
     source: &'a SourceFile,
     tree: &'a Tree,
     model: &'a SemanticModel<'a>,
     settings: &'a Settings,
-) -> (Vec<Diagnostic>, Vec<InternalError>) {
+    project: Option<(ProjectView<'a>, &Demand)>,
+) -> CheckOutcome {
     let dispatch = settings.dispatch();
+    let mut analysis = Analysis::new(model, tree.root_node(), source.text());
+    if let Some((view, _)) = project {
+        analysis = analysis.with_project(view);
+    }
     let mut checker = Checker {
         source,
         tree,
         model,
         settings,
-        analysis: Analysis::new(model, tree.root_node(), source.text()),
+        analysis,
         frames: Vec::new(),
         scopes: vec![0],
         resolved: std::cell::RefCell::new(None),
@@ -163,7 +181,16 @@ pub fn check<'a>(
             }
         }
     }
-    (diagnostics, failed)
+    let summary = match project {
+        Some((view, demand)) => summary::summarize(&checker.analysis, view.module, demand),
+        None => FileSummary::default(),
+    };
+    CheckOutcome {
+        diagnostics,
+        internal_errors: failed,
+        summary,
+        questions: checker.analysis.take_questions(),
+    }
 }
 
 /// Whether the last dotted part of `name` is `last` (`torch.load`, `load`).
@@ -437,8 +464,11 @@ impl<'a> Checker<'a> {
                 continue;
             }
             let facts = frame.loop_facts?;
-            if facts.trains() {
-                let call = facts.training_call.clone().unwrap_or(facts.header.clone());
+            if let Some(call) = facts
+                .training_call
+                .clone()
+                .or_else(|| self.analysis.loop_trains_through_calls(frame.node))
+            {
                 return Some(PerBatchEvidence {
                     range: facts.header.clone(),
                     reason: format!(

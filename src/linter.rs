@@ -12,6 +12,9 @@ use crate::diagnostic::{self, Diagnostic};
 use crate::parse;
 use crate::project::CalledNames;
 use crate::semantic::SemanticModel;
+use crate::semantic::analysis::ProjectView;
+use crate::semantic::facts::{FactBase, Question};
+use crate::semantic::summary::{Demand, FileSummary};
 use crate::settings::Settings;
 use crate::source::SourceFile;
 use crate::suppression::Suppressions;
@@ -46,17 +49,42 @@ pub struct LintOutcome {
     /// The names the file calls, for the project pass (also when the file is ignored: its
     /// call sites still count).
     pub called: CalledNames,
+    /// What other files of the project need to know of this one (empty outside a project).
+    pub summary: FileSummary,
+    /// What this file asked the project's fact base, with the answers its findings rest on.
+    pub questions: Vec<Question>,
+}
+
+/// A file's place in a project: the fact base it reads other files' facts from, and which of
+/// its own names other files import.
+#[derive(Clone, Copy)]
+pub struct ProjectContext<'a> {
+    pub facts: &'a FactBase,
+    /// The file's index in the fact base, if it is one of its files.
+    pub file: Option<usize>,
+    /// The dotted path relative imports start from.
+    pub module: &'a str,
+    pub demand: &'a Demand,
 }
 
 /// Parses and lints `source`. Returns the tree so that an editor can re-parse incrementally
 /// after edits (`tree.edit(...)` then [`lint_parsed`] with `parse::parse(text, Some(&tree))`);
 /// no tree when the text cannot be handed to the parser at all.
 pub fn lint_source(source: &SourceFile, settings: &Settings) -> (Option<Tree>, LintOutcome) {
+    lint_source_in(source, settings, None)
+}
+
+/// [`lint_source`] for a file of a project.
+pub fn lint_source_in(
+    source: &SourceFile,
+    settings: &Settings,
+    project: Option<ProjectContext<'_>>,
+) -> (Option<Tree>, LintOutcome) {
     if let Err(unparsable) = parse::check_parsable(source.text()) {
         return (None, unparsable_outcome(source, &unparsable, settings));
     }
     let tree = parse::parse(source.text(), None);
-    let outcome = lint_parsed(source, &tree, settings);
+    let outcome = lint_parsed_in(source, &tree, settings, project);
     (Some(tree), outcome)
 }
 
@@ -80,19 +108,48 @@ fn unparsable_outcome(
 
 /// Lints an already parsed source.
 pub fn lint_parsed(source: &SourceFile, tree: &Tree, settings: &Settings) -> LintOutcome {
+    lint_parsed_in(source, tree, settings, None)
+}
+
+/// [`lint_parsed`] for a file of a project.
+pub fn lint_parsed_in(
+    source: &SourceFile,
+    tree: &Tree,
+    settings: &Settings,
+    project: Option<ProjectContext<'_>>,
+) -> LintOutcome {
     let model = SemanticModel::build(tree, source.text(), settings.dispatch().kinds());
     let called = CalledNames::new(model.calls_by_name.keys().copied());
     let suppressions = Suppressions::from_comments(source, &model.comments);
+    let view = project.map(|project| {
+        (
+            ProjectView {
+                facts: project.facts,
+                file: project.file,
+                module: project.module,
+            },
+            project.demand,
+        )
+    });
     if suppressions.ignores_whole_file() {
+        // Its findings are ignored, not what other files import from it.
+        let summary = view.map(|(view, demand)| {
+            let analysis =
+                crate::semantic::analysis::Analysis::new(&model, tree.root_node(), source.text())
+                    .with_project(view);
+            crate::semantic::summary::summarize(&analysis, view.module, demand)
+        });
         return LintOutcome {
             called,
+            summary: summary.unwrap_or_default(),
             ..LintOutcome::default()
         };
     }
 
     let mut diagnostics = syntax_errors(source, &model, settings);
-    let (found, internal_errors) = checker::check(source, tree, &model, settings);
-    diagnostics.extend(found);
+    let checked = checker::check(source, tree, &model, settings, view);
+    diagnostics.extend(checked.diagnostics);
+    let internal_errors = checked.internal_errors;
 
     diagnostics.retain(|diagnostic| {
         let row = source.location(diagnostic.range.start).row;
@@ -105,6 +162,8 @@ pub fn lint_parsed(source: &SourceFile, tree: &Tree, settings: &Settings) -> Lin
         diagnostics,
         internal_errors,
         called,
+        summary: checked.summary,
+        questions: checked.questions,
     }
 }
 

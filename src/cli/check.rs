@@ -5,25 +5,22 @@ use std::io::{self, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rayon::prelude::*;
 use rustc_hash::FxHashSet as HashSet;
 
+use super::lint_files;
 use super::{CheckArgs, print_error, use_color};
 use crate::baseline::{self, Baseline};
 use crate::cache::{self, Cache, ContentHash};
 use crate::checker::InternalError;
 use crate::diagnostic::FileDiagnostics;
-use crate::discovery::{self, FileError, LintTarget, describe_io_error};
-use crate::linter::{self, SourceKind};
-use crate::notebook;
-use crate::parse;
+use crate::discovery::{self, FileError, LintTarget};
 use crate::project::{self, Assumption, CalledNames, FunctionKey, ProjectFile};
 use crate::render::{self, OutputFormat, Report};
 use crate::rules::RuleMeta;
 use crate::settings::Settings;
-use crate::source::{self, SourceFile};
+use crate::source;
 
-enum Outcome {
+pub(super) enum Outcome {
     Linted {
         file: FileDiagnostics,
         internal_errors: Vec<InternalError>,
@@ -84,7 +81,7 @@ pub fn run(args: CheckArgs) -> u8 {
                                 name.display()
                             );
                         }
-                        lint_bytes(&name, &bytes, &settings, args.parse_only).0
+                        lint_files::lint_bytes(&name, &bytes, &settings, args.parse_only, None).0
                     }
                     Err(error) => Outcome::Failed(FileError::new(
                         &name,
@@ -110,11 +107,7 @@ pub fn run(args: CheckArgs) -> u8 {
         if !args.no_cache && !args.parse_only {
             cache = Some(Cache::open(&cache_location(&args, &resolver)));
         }
-        let linted: Vec<Linted> = discovered
-            .targets
-            .par_iter()
-            .map(|target| lint_target(target, args.parse_only, cache.as_ref()))
-            .collect();
+        let linted = lint_files::lint_targets(&discovered.targets, args.parse_only, cache.as_ref());
         let mut hashes = Vec::with_capacity(linted.len());
         let mut called = Vec::with_capacity(linted.len());
         for linted in linted {
@@ -349,140 +342,8 @@ fn no_grad_functions(
     project::no_grad_functions(&files, &assumptions)
 }
 
-/// One file of the first pass: its outcome, the hash the cache knows its content by, and the
-/// names it calls when it was linted (not read from the cache).
-struct Linted {
-    outcome: Outcome,
-    hash: Option<ContentHash>,
-    called: Option<CalledNames>,
-    /// Something to tell the user that does not stop the file being linted.
-    warning: Option<String>,
-}
-
-fn lint_target(target: &LintTarget, parse_only: bool, cache: Option<&Cache>) -> Linted {
-    let bytes = match std::fs::read(&target.path) {
-        Ok(bytes) => bytes,
-        Err(error) => {
-            let message = describe_io_error(&target.path, &error);
-            return Linted {
-                outcome: Outcome::Failed(FileError::new(&target.path, message)),
-                hash: None,
-                called: None,
-                warning: None,
-            };
-        }
-    };
-    let warning = source::unknown_coding_declaration(&bytes).map(|label| {
-        format!(
-            "{}: declares the unknown encoding `{label}`; linted as UTF-8, which its bytes are",
-            display_path(&target.path).display()
-        )
-    });
-    let Some(cache) = cache else {
-        let (outcome, called) = lint_bytes(&target.path, &bytes, &target.settings, parse_only);
-        return Linted {
-            outcome,
-            hash: None,
-            called,
-            warning,
-        };
-    };
-    let hash = cache::content_hash(&bytes);
-    let shown = display_path(&target.path);
-    if let Some(diagnostics) = cache.get(&target.path, &shown, hash, &target.settings) {
-        let outcome = if diagnostics.is_empty() {
-            Outcome::Clean
-        } else {
-            match read_source(&target.path, &bytes) {
-                Ok(Some(source)) => Outcome::Linted {
-                    file: FileDiagnostics {
-                        source: Arc::new(source),
-                        diagnostics,
-                    },
-                    internal_errors: Vec::new(),
-                },
-                Ok(None) => Outcome::Clean,
-                Err(error) => Outcome::Failed(error),
-            }
-        };
-        return Linted {
-            outcome,
-            hash: Some(hash),
-            called: None,
-            warning,
-        };
-    }
-    let (outcome, called) = lint_bytes(&target.path, &bytes, &target.settings, parse_only);
-    match &outcome {
-        Outcome::Clean => cache.put(&target.path, &shown, hash, &target.settings, &[]),
-        Outcome::Linted {
-            file,
-            internal_errors,
-        } if internal_errors.is_empty() => cache.put(
-            &target.path,
-            &shown,
-            hash,
-            &target.settings,
-            &file.diagnostics,
-        ),
-        _ => cache.forget(&target.path),
-    }
-    Linted {
-        outcome,
-        hash: Some(hash),
-        called,
-        warning,
-    }
-}
-
-/// The text the linter reads from a file's bytes, and its findings point into: a notebook's
-/// code cells joined, or the decoded source. `None`: nothing to lint (a notebook of another
-/// kernel language, or without code cells).
-fn read_source(name: &Path, bytes: &[u8]) -> Result<Option<SourceFile>, FileError> {
-    if SourceKind::from_path(name) == Some(SourceKind::Notebook) {
-        return notebook::source_file(&display_path(name), bytes)
-            .map_err(|message| FileError::new(name, message));
-    }
-    let text = source::decode(bytes).map_err(|error| FileError::new(name, error.to_string()))?;
-    Ok(Some(SourceFile::new(display_path(name), text)))
-}
-
-/// Lints one file's bytes; with the outcome, the names the file calls, when it was linted.
-fn lint_bytes(
-    name: &Path,
-    bytes: &[u8],
-    settings: &Settings,
-    parse_only: bool,
-) -> (Outcome, Option<CalledNames>) {
-    let source = match read_source(name, bytes) {
-        Ok(Some(source)) => source,
-        Ok(None) => return (Outcome::Clean, None),
-        Err(error) => return (Outcome::Failed(error), None),
-    };
-    if parse_only {
-        if parse::check_parsable(source.text()).is_ok() {
-            let _tree = parse::parse(source.text(), None);
-        }
-        return (Outcome::Parsed, None);
-    }
-    let (_tree, outcome) = linter::lint_source(&source, settings);
-    let called = Some(outcome.called);
-    if outcome.diagnostics.is_empty() && outcome.internal_errors.is_empty() {
-        // Nothing to show: drop the text now rather than holding every file in memory.
-        return (Outcome::Clean, called);
-    }
-    let outcome = Outcome::Linted {
-        file: FileDiagnostics {
-            source: Arc::new(source),
-            diagnostics: outcome.diagnostics,
-        },
-        internal_errors: outcome.internal_errors,
-    };
-    (outcome, called)
-}
-
 /// Paths under the current folder are shown relative to it, as Ruff does.
-fn display_path(path: &Path) -> PathBuf {
+pub(super) fn display_path(path: &Path) -> PathBuf {
     if path.is_absolute()
         && let Ok(cwd) = std::env::current_dir()
         && let Ok(relative) = path.strip_prefix(&cwd)

@@ -8,6 +8,7 @@ use std::cell::{OnceCell, RefCell};
 use rustc_hash::FxHashMap as HashMap;
 use tree_sitter::Node;
 
+use super::facts::{Ask, FactBase, Question};
 use super::grad::GradInfo;
 use super::modules::ModuleInfo;
 use super::scope::ScopeId;
@@ -32,6 +33,23 @@ pub struct Analysis<'a> {
     /// `attribute_assignments` in document order: every `self.x` in a module asks for them,
     /// and a model file has thousands.
     self_assignments: OnceCell<HashMap<&'a str, Vec<usize>>>,
+    /// The rest of the project, when the file is linted as part of one.
+    project: Option<ProjectView<'a>>,
+    /// What this file asked the fact base, and the answers (see [`Question`]).
+    questions: RefCell<Vec<Question>>,
+    /// Loops that train through the functions they call (`steps`).
+    pub(super) loop_steps: RefCell<super::steps::LoopSteps>,
+}
+
+/// The fact base and the file's place in it.
+#[derive(Clone, Copy)]
+pub struct ProjectView<'a> {
+    pub facts: &'a FactBase,
+    /// The file's index in the fact base (`None` for a buffer or stdin that is not one of
+    /// its files).
+    pub file: Option<usize>,
+    /// The dotted path relative imports start from.
+    pub module: &'a str,
 }
 
 impl<'a> Analysis<'a> {
@@ -47,7 +65,51 @@ impl<'a> Analysis<'a> {
             calls: RefCell::new(HashMap::default()),
             targets_gpu: OnceCell::new(),
             self_assignments: OnceCell::new(),
+            project: None,
+            questions: RefCell::new(Vec::new()),
+            loop_steps: RefCell::new(HashMap::default()),
         }
+    }
+
+    /// The same analysis, answering what the file imports from the project's fact base.
+    pub fn with_project(mut self, project: ProjectView<'a>) -> Self {
+        self.project = Some(project);
+        self
+    }
+
+    /// The questions asked of the fact base so far, without repeats.
+    pub fn take_questions(&self) -> Vec<Question> {
+        let mut questions = std::mem::take(&mut *self.questions.borrow_mut());
+        questions.sort_by(|a, b| format!("{:?}", a.ask).cmp(&format!("{:?}", b.ask)));
+        questions.dedup();
+        questions
+    }
+
+    /// Asks the fact base (or, outside a project, the framework table) about an imported
+    /// name; `qualified` as the file's imports spell it (relative imports included).
+    pub fn ask(&self, ask: Ask) -> Option<ValueFacts> {
+        let Some(project) = self.project else {
+            return match &ask {
+                Ask::Call(name) => super::frameworks::call_result(name),
+                Ask::Value(name) => super::frameworks::value_of(name),
+                Ask::ModuleClass(name) => super::frameworks::is_module_base(name)
+                    .then(|| super::facts::module_facts(super::values::Kind::Module)),
+                Ask::RunsForward(_) | Ask::Trains(_) => None,
+            };
+        };
+        let ask = match ask {
+            Ask::Call(name) => Ask::Call(absolute(&name, project.module)),
+            Ask::Value(name) => Ask::Value(absolute(&name, project.module)),
+            Ask::ModuleClass(name) => Ask::ModuleClass(absolute(&name, project.module)),
+            Ask::RunsForward(name) => Ask::RunsForward(absolute(&name, project.module)),
+            Ask::Trains(name) => Ask::Trains(absolute(&name, project.module)),
+        };
+        let answer = project.facts.answer(&ask, project.file);
+        if std::env::var_os("TORCHLINT_DEBUG_FACTS").is_some() {
+            eprintln!("ask {:?} from {} -> {:?}", ask, project.module, answer);
+        }
+        self.questions.borrow_mut().push(Question { ask, answer });
+        answer
     }
 
     /// The `self.<attribute> = ...` assignments of the file, in document order.
@@ -111,5 +173,13 @@ impl<'a> Analysis<'a> {
                 },
             }
         }
+    }
+}
+
+fn absolute(name: &str, module: &str) -> String {
+    if name.starts_with('.') {
+        super::summary::absolute_module(name, module)
+    } else {
+        name.to_owned()
     }
 }

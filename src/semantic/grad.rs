@@ -199,6 +199,13 @@ impl GradInfo {
         }
     }
 
+    /// Whether the function's own decorator disables grad (`@torch.no_grad()`).
+    pub fn disabled_by_decorator(&self, function: Node<'_>) -> bool {
+        self.regions.iter().any(|region| {
+            matches!(region.kind, RegionKind::Function { id, decorator: Some(GradEffect::Disable) } if id == function.id())
+        })
+    }
+
     /// Whether every call site of this function (by node id) runs with grad disabled.
     pub fn disabled_by_callers(&self, function: Node<'_>) -> bool {
         self.disabled_by_callers

@@ -7,9 +7,15 @@
 
 pub mod analysis;
 pub mod constants;
+pub mod facts;
+pub mod forward;
+pub mod frameworks;
 pub mod grad;
+pub mod instances;
 pub mod modules;
 pub mod scope;
+pub mod steps;
+pub mod summary;
 pub mod training;
 pub mod values;
 
@@ -1194,7 +1200,10 @@ impl<'a> Builder<'a> {
         // One allocation of the exact size: a model file imports hundreds of names.
         let mut qualified = String::with_capacity(module.len() + 1 + imported.len());
         qualified.push_str(module);
-        qualified.push('.');
+        // `from . import utils` is `.utils` (a sibling), not `..utils` (a package up).
+        if !module.bytes().all(|b| b == b'.') {
+            qualified.push('.');
+        }
         qualified.push_str(&imported);
         self.bind(
             bound,

@@ -3,6 +3,7 @@
 //! classes that define `forward`.
 
 use super::analysis::Analysis;
+use super::facts::Ask;
 
 #[derive(Debug, Default)]
 pub struct ModuleInfo {
@@ -28,9 +29,12 @@ impl ModuleInfo {
                         .iter()
                         .any(|base| model_like(analysis.text(*base)))
                     || class.bases.iter().any(|base| {
-                        analysis
-                            .qualified_name(*base)
-                            .is_some_and(|name| is_module_base(&name))
+                        analysis.qualified_name(*base).is_some_and(|name| {
+                            is_module_base(&name)
+                                // A class of another file of the project, or a library's.
+                                || (name.contains('.')
+                                    && analysis.ask(Ask::ModuleClass(name)).is_some())
+                        })
                     })
             })
             .collect();

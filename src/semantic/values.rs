@@ -4,14 +4,16 @@
 //! Names are followed to the binding that reaches the use; calls to the file's own functions
 //! are followed into their `return`s with the arguments' facts.
 
+use serde::{Deserialize, Serialize};
 use tree_sitter::Node;
 
 use super::analysis::Analysis;
+use super::facts::{Ask, module_facts};
 use super::scope::{BindingKind, ScopeKind, Site};
 use crate::parse::{FIELDS, KINDS};
 
 /// Yes, no, or can't tell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash, Serialize, Deserialize)]
 pub enum Tri {
     #[default]
     Unknown,
@@ -34,7 +36,7 @@ impl Tri {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash, Serialize, Deserialize)]
 pub enum Kind {
     #[default]
     Unknown,
@@ -45,6 +47,9 @@ pub enum Kind {
     /// A Python number, string or bool.
     Scalar,
     Module,
+    /// A class whose instances are models (`Net`, `getattr(models, name)`): calling it
+    /// makes a model.
+    ModuleClass,
     /// An instance of an `nn.*Loss` class.
     LossModule,
     Optimizer,
@@ -55,7 +60,7 @@ pub enum Kind {
     None,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash, Serialize, Deserialize)]
 pub struct ValueFacts {
     pub kind: Kind,
     /// Carries an autograd graph (the output of recorded operations).
@@ -583,7 +588,15 @@ impl<'a> Analysis<'a> {
             return ValueFacts::default();
         };
         if let BindingKind::Import(qualified) = &binding.kind {
-            let _ = qualified;
+            // An imported class (`from models import Net`, then `cls = Net`): a model class
+            // if the fact base says so. Modules and functions are not values rules ask about.
+            let class = qualified
+                .rsplit('.')
+                .next()
+                .is_some_and(|last| last.starts_with(|c: char| c.is_ascii_uppercase()));
+            if class && let Some(facts) = self.ask(Ask::Value(qualified.to_string())) {
+                return facts;
+            }
             return ValueFacts::default();
         }
         match binding.site {
@@ -639,8 +652,12 @@ impl<'a> Analysis<'a> {
                 self.parameter_facts(function, name, index)
             }
             Site::Opaque => {
-                if binding.kind == BindingKind::Definition {
-                    return ValueFacts::default();
+                // `Net` itself, as a value (`cls = Net`, `Model = Net if a else Other`).
+                if binding.kind == BindingKind::Definition
+                    && let Some(index) = self.model.classes.iter().position(|c| c.name == name)
+                    && self.modules().is_module_class(index)
+                {
+                    return ValueFacts::of(Kind::ModuleClass);
                 }
                 ValueFacts::default()
             }
@@ -923,26 +940,50 @@ impl<'a> Analysis<'a> {
             };
             let method = self.text(method);
             // Library functions first (`torch.zeros`, `np.random.rand`, `F.mse_loss`).
-            if let Some(name) = self.qualified_name(callee)
-                && let Some(facts) = self.library_call(node, &name, &combine_arguments)
-            {
-                return facts;
+            if let Some(name) = self.qualified_name(callee) {
+                if let Some(facts) = self.library_call(node, &name, &combine_arguments) {
+                    return facts;
+                }
+                // `models.resnet50()`, `utils.build_model(cfg)`: a library's or another
+                // file's function.
+                if let Some(facts) = self.ask(Ask::Call(name)) {
+                    return facts;
+                }
             }
             // `self.model(x)`, `self.criterion(out, y)`: the attribute is itself a model.
             let callee_facts = self.facts_at_depth(callee, depth, arguments);
             if matches!(callee_facts.kind, Kind::Module | Kind::LossModule) {
                 return self.forward_facts(node, callee_facts, &combine_arguments);
             }
+            if callee_facts.kind == Kind::ModuleClass {
+                return module_facts(Kind::Module);
+            }
             let receiver_facts = self.facts_at_depth(receiver, depth, arguments);
+            // A method of a class the file or the project defines (`trainer.train_step(x)`),
+            // unless it runs the model itself (`model.encoder(x)`, left to the forward pass).
+            if matches!(receiver_facts.kind, Kind::Unknown | Kind::Module)
+                && !(receiver_facts.kind == Kind::Module && self.is_model_member(method))
+                && depth < MAX_CALL_DEPTH
+                && let Some(facts) = self.instance_method_call(node, receiver, method, depth)
+            {
+                return facts;
+            }
             return self.method_facts(node, receiver_facts, method, &combine_arguments, depth);
         }
 
         // A plain name: a library function, one of the file's functions or classes, or a
         // model instance.
-        if let Some(name) = self.qualified_name(callee)
-            && let Some(facts) = self.library_call(node, &name, &combine_arguments)
-        {
-            return facts;
+        if let Some(name) = self.qualified_name(callee) {
+            if let Some(facts) = self.library_call(node, &name, &combine_arguments) {
+                return facts;
+            }
+            // `SeqNet(cfg)` with `SeqNet` imported: another file's class or function. Names
+            // without a dot are builtins (or this file's own), which the fact base never holds.
+            if name.contains('.')
+                && let Some(facts) = self.ask(Ask::Call(name))
+            {
+                return facts;
+            }
         }
         let callee_name = self.text(callee);
         if callee_name == "self" {
@@ -974,6 +1015,9 @@ impl<'a> Analysis<'a> {
             let callee_facts = self.facts_at_depth(callee, depth, arguments);
             if matches!(callee_facts.kind, Kind::Module | Kind::LossModule) {
                 return self.forward_facts(node, callee_facts, &combine_arguments);
+            }
+            if callee_facts.kind == Kind::ModuleClass {
+                return module_facts(Kind::Module);
             }
             if let Some(facts) = self.own_function_call(node, callee_name, depth) {
                 return facts;
@@ -1496,6 +1540,19 @@ impl<'a> Analysis<'a> {
                     .find(|(name, _)| *name == method)
                     .map(|(_, node)| *node)
             })?;
+        self.call_function(call, function, 1, depth, None)
+    }
+
+    /// What a method of one of the file's classes returns when `call` calls it.
+    pub(super) fn method_returns(
+        &self,
+        call: Node<'a>,
+        function: Node<'a>,
+        depth: usize,
+    ) -> Option<ValueFacts> {
+        if depth >= MAX_CALL_DEPTH {
+            return None;
+        }
         self.call_function(call, function, 1, depth, None)
     }
 

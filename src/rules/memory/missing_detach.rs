@@ -286,16 +286,11 @@ fn check_fed_back_state<'a>(
         if loops.is_empty() {
             continue;
         }
-        let training = loops.iter().find(|l| {
-            checker
-                .model
-                .loop_facts(**l)
-                .is_some_and(|facts| facts.trains())
-        });
+        let training = loops.iter().find(|l| checker.analysis.loop_trains(**l));
         let outer_training = checker
             .enclosing_loops()
             .iter()
-            .any(|l| checker.model.loop_facts(*l).is_some_and(|f| f.trains()));
+            .any(|l| checker.analysis.loop_trains(*l));
         let (label, why) = match training {
             Some(loop_node) => (
                 loop_header(checker, *loop_node),
@@ -350,10 +345,7 @@ fn check_feature_bank<'a>(
         return;
     }
     let loops = carrying_loops(checker, found.container, assignment);
-    let Some(training) = loops
-        .iter()
-        .find(|l| checker.model.loop_facts(**l).is_some_and(|f| f.trains()))
-    else {
+    let Some(training) = loops.iter().find(|l| checker.analysis.loop_trains(**l)) else {
         return;
     };
     let message = rule
@@ -413,10 +405,7 @@ fn check_rebuilt_bank<'a>(
         return;
     };
     let loops = carrying_loops(checker, left, assignment);
-    let Some(training) = loops
-        .iter()
-        .find(|l| checker.model.loop_facts(**l).is_some_and(|f| f.trains()))
-    else {
+    let Some(training) = loops.iter().find(|l| checker.analysis.loop_trains(**l)) else {
         return;
     };
     let message = rule

@@ -19,96 +19,14 @@ use crate::checker::Checker;
 use crate::parse::{Descend, FIELDS, KINDS, Visit, text, walk};
 use crate::semantic::scope::Site;
 use crate::semantic::training;
-use crate::semantic::values::{Kind, ValueFacts};
+use crate::semantic::values::Kind;
 use crate::source::TextRange;
 
+pub use crate::semantic::forward::Forward;
+
 /// A call that runs a model: `model(x)`, `self(x)`, `self.encoder(x)`, `model.decode(z)`.
-pub struct Forward<'a> {
-    /// The callee text a mode call (`x.eval()`) must match: `model`, `self.model`, `self`.
-    pub receiver: &'a str,
-    pub module: ValueFacts,
-}
-
 pub fn forward_call<'a>(checker: &Checker<'a>, call: Node<'a>) -> Option<Forward<'a>> {
-    let callee = checker.callee(call)?;
-    let analysis = &checker.analysis;
-    let kind = callee.kind_id();
-    if kind == KINDS.identifier {
-        let facts = analysis.facts(callee);
-        return (facts.kind == Kind::Module).then(|| Forward {
-            receiver: checker.node_text(callee),
-            module: facts,
-        });
-    }
-    if kind != KINDS.attribute {
-        return None;
-    }
-    let object = checker.field(callee, FIELDS.object)?;
-    let attribute = checker.call_name(call)?;
-    let object_facts = analysis.facts(object);
-    let callee_facts = analysis.facts(callee);
-    if callee_facts.kind == Kind::Module {
-        return Some(Forward {
-            receiver: checker.node_text(callee),
-            module: callee_facts,
-        });
-    }
-    if object_facts.kind == Kind::Module
-        && is_forward_method(attribute)
-        && !crate::semantic::values::is_non_forward_method(attribute)
-        && analysis.is_model_member(attribute)
-    {
-        return Some(Forward {
-            receiver: checker.node_text(object),
-            module: object_facts,
-        });
-    }
-    None
-}
-
-/// Module methods that run (part of) the model, as opposed to `parameters()`, `to()`, ....
-fn is_forward_method(name: &str) -> bool {
-    !matches!(
-        name,
-        "parameters"
-            | "named_parameters"
-            | "modules"
-            | "named_modules"
-            | "children"
-            | "named_children"
-            | "buffers"
-            | "named_buffers"
-            | "state_dict"
-            | "load_state_dict"
-            | "eval"
-            | "train"
-            | "to"
-            | "cuda"
-            | "cpu"
-            | "float"
-            | "double"
-            | "half"
-            | "bfloat16"
-            | "zero_grad"
-            | "requires_grad_"
-            | "apply"
-            | "register_buffer"
-            | "register_parameter"
-            | "register_module"
-            | "add_module"
-            | "save_pretrained"
-            | "configure_optimizers"
-            | "get_submodule"
-            | "training_step"
-            | "validation_step"
-            | "test_step"
-            | "predict_step"
-            | "fit"
-            | "log"
-            | "log_dict"
-    ) && !name.starts_with("register_")
-        && !name.starts_with("on_")
-        && !name.starts_with('_')
+    checker.analysis.forward_call(call)
 }
 
 /// How a statement puts a value into a container.
@@ -341,10 +259,14 @@ pub fn concatenated_items<'a>(checker: &Checker<'a>, call: Node<'a>) -> Option<V
 /// setup loops, loops over time steps of one sequence).
 pub fn per_batch_reason<'a>(checker: &Checker<'a>, loop_node: Node<'a>) -> Option<String> {
     let facts = checker.model.loop_facts(loop_node)?;
-    if let Some(call) = &facts.training_call {
+    if let Some(call) = facts
+        .training_call
+        .clone()
+        .or_else(|| checker.analysis.loop_trains_through_calls(loop_node))
+    {
         return Some(format!(
             "this loop runs once per training step (it calls `{}`)",
-            &checker.text()[call.clone()]
+            &checker.text()[call]
         ));
     }
     if loop_node.kind_id() == KINDS.for_statement {
@@ -417,33 +339,7 @@ fn runs_forward_in<'a>(checker: &Checker<'a>, body: Node<'a>) -> Option<&'a str>
 
 /// `forecast_error(model, x)`: a call of one of the file's functions that runs a model.
 fn calls_model_helper<'a>(checker: &Checker<'a>, call: Node<'a>) -> bool {
-    let Some(callee) = checker.callee(call) else {
-        return false;
-    };
-    if callee.kind_id() != KINDS.identifier {
-        return false;
-    }
-    let name = checker.node_text(callee);
-    let Some(function) = checker.model.function_nodes_named(name).next() else {
-        return false;
-    };
-    let Some(body) = checker.field(function, FIELDS.body) else {
-        return false;
-    };
-    let mut found = false;
-    walk(body, |visit| {
-        let Visit::Enter(node) = visit else {
-            return Descend::Yes;
-        };
-        if found || !node.is_named() || node.kind_id() == KINDS.function_definition {
-            return Descend::No;
-        }
-        if node.kind_id() == KINDS.call && forward_call(checker, node).is_some() {
-            found = true;
-        }
-        Descend::Yes
-    });
-    found
+    checker.analysis.calls_forward_helper(call, 0)
 }
 
 pub(super) fn first_line(text: &str) -> &str {

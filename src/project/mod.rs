@@ -12,6 +12,9 @@
 //! Call sites are matched the way the per-file analysis matches them: plain calls through the
 //! imports that bind them (`from .utils import evaluate`), methods by name (`x.val_step(...)`).
 
+pub mod imports;
+pub mod schedule;
+
 use std::path::{Component, Path};
 
 use rayon::prelude::*;

@@ -1,0 +1,363 @@
+//! The project-wide fact base: the summaries of every file of the run ([`FileSummary`]),
+//! looked up by qualified name. It answers what one file cannot know about the names it
+//! imports: whether `SeqNet` from `models/seqnet.py` is an `nn.Module`, what
+//! `build_model(cfg)` from `utils/factory.py` returns, whether a helper runs a forward pass.
+//!
+//! Files are linted after the files they import (`project::schedule`), so the summaries a
+//! file asks about are usually there; an answer given without one (a cycle of imports, an
+//! import the scan missed) is recorded with the file ([`Question`]) and checked again once
+//! every summary is in: a file whose answers changed is linted again.
+
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+
+use rustc_hash::FxHashMap as HashMap;
+use serde::{Deserialize, Serialize};
+
+use super::frameworks;
+use super::summary::{ClassSummary, FileSummary, FunctionSummary, Symbol};
+use super::values::{Kind, Tri, ValueFacts};
+
+/// How many imports and re-exports a lookup follows.
+const MAX_DEPTH: usize = 8;
+
+pub struct FactBase {
+    /// Each file's dotted path, from its absolute path (`/src/pkg/models.py` →
+    /// `src.pkg.models`): an import names a file when the file's path ends with it.
+    modules: Vec<String>,
+    /// Files by the last component of their dotted path.
+    by_last: HashMap<String, Vec<u32>>,
+    summaries: Vec<OnceLock<Arc<FileSummary>>>,
+}
+
+/// What a qualified name refers to.
+#[derive(Debug, Clone, Copy)]
+pub enum Lookup<'f> {
+    /// Not a module of the run: a library (or a name the run does not hold).
+    External,
+    /// A file of the run whose summary is not in yet.
+    Pending,
+    /// A module of the run itself (`pkg.models`).
+    Module,
+    Symbol(&'f Symbol),
+    /// A method of a class of the run, through the class (`Net.build`).
+    Method(&'f ClassSummary, &'f FunctionSummary),
+}
+
+/// A question a file asked the fact base, and the answer it got: the file's findings hold as
+/// long as the answers do. Yes-or-no questions are answered `Some` for yes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Question {
+    pub ask: Ask,
+    pub answer: Option<ValueFacts>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Ask {
+    /// What calling this name returns.
+    Call(String),
+    /// What the name holds, as a value.
+    Value(String),
+    /// Whether a class of this name is a module (answered as `Kind::Module` or nothing).
+    ModuleClass(String),
+    /// Whether calling this function runs a forward pass.
+    RunsForward(String),
+    /// Whether calling this function trains: it calls a backward or an optimizer step.
+    Trains(String),
+}
+
+impl FactBase {
+    /// A fact base for these files (their paths as linted), with no summary yet.
+    pub fn new<'p>(paths: impl IntoIterator<Item = &'p Path>) -> Self {
+        let modules: Vec<String> = paths
+            .into_iter()
+            .map(|path| {
+                let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+                crate::project::module_path(&absolute)
+            })
+            .collect();
+        let mut by_last: HashMap<String, Vec<u32>> = HashMap::default();
+        for (index, module) in modules.iter().enumerate() {
+            let last = module.rsplit('.').next().unwrap_or(module);
+            by_last
+                .entry(last.to_owned())
+                .or_default()
+                .push(index as u32);
+        }
+        let summaries = modules.iter().map(|_| OnceLock::new()).collect();
+        FactBase {
+            modules,
+            by_last,
+            summaries,
+        }
+    }
+
+    /// A fact base that knows no file: lookups only reach the framework table.
+    pub fn empty() -> Self {
+        FactBase::new(std::iter::empty())
+    }
+
+    pub fn len(&self) -> usize {
+        self.modules.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.modules.is_empty()
+    }
+
+    /// The dotted path the fact base knows a file by: relative imports start from it.
+    pub fn module(&self, file: usize) -> &str {
+        &self.modules[file]
+    }
+
+    /// Records a file's summary (once: a file is summarised when it is linted).
+    pub fn set_summary(&self, file: usize, summary: Arc<FileSummary>) {
+        let _ = self.summaries[file].set(summary);
+    }
+
+    pub fn summary(&self, file: usize) -> Option<&FileSummary> {
+        self.summaries[file].get().map(Arc::as_ref)
+    }
+
+    /// The file a dotted module path names, seen from `importer` (the closest of several
+    /// files whose paths end with it).
+    pub fn module_file(&self, dotted: &str, importer: Option<usize>) -> Option<usize> {
+        let last = dotted.rsplit('.').next()?;
+        let candidates = self.by_last.get(last)?;
+        let matches = candidates.iter().copied().filter(|&file| {
+            let module = &self.modules[file as usize];
+            module == dotted
+                || module
+                    .strip_suffix(dotted)
+                    .is_some_and(|head| head.ends_with('.'))
+        });
+        let near = |file: u32| {
+            importer.map_or(0, |importer| {
+                common_prefix(&self.modules[importer], &self.modules[file as usize])
+            })
+        };
+        matches
+            .max_by_key(|&file| (near(file), std::cmp::Reverse(file)))
+            .map(|file| file as usize)
+    }
+
+    /// What an absolute qualified name refers to.
+    pub fn lookup(&self, qualified: &str, importer: Option<usize>) -> Lookup<'_> {
+        self.lookup_at_depth(qualified, importer, 0)
+    }
+
+    fn lookup_at_depth(
+        &self,
+        qualified: &str,
+        importer: Option<usize>,
+        depth: usize,
+    ) -> Lookup<'_> {
+        if depth > MAX_DEPTH || self.modules.is_empty() {
+            return Lookup::External;
+        }
+        let parts: Vec<&str> = qualified.split('.').collect();
+        for split in (1..=parts.len()).rev() {
+            let module = parts[..split].join(".");
+            let Some(file) = self.module_file(&module, importer) else {
+                continue;
+            };
+            let rest = &parts[split..];
+            let Some(&first) = rest.first() else {
+                return Lookup::Module;
+            };
+            let Some(summary) = self.summary(file) else {
+                return Lookup::Pending;
+            };
+            let Some(symbol) = summary.get(first) else {
+                // Not a summarised name: not imported by anyone, or not module-level.
+                return Lookup::External;
+            };
+            return match (symbol, &rest[1..]) {
+                (Symbol::Import(target), more) => {
+                    let mut target = target.clone();
+                    for part in more {
+                        target.push('.');
+                        target.push_str(part);
+                    }
+                    self.lookup_at_depth(&target, Some(file), depth + 1)
+                }
+                (symbol, []) => Lookup::Symbol(symbol),
+                (Symbol::Class(class), [method]) => class
+                    .methods
+                    .iter()
+                    .find(|(name, _)| name == method)
+                    .map_or(Lookup::External, |(_, summary)| {
+                        Lookup::Method(class, summary)
+                    }),
+                _ => Lookup::External,
+            };
+        }
+        Lookup::External
+    }
+
+    /// Whether the class a qualified name refers to is an `nn.Module`: `Some(true)` or
+    /// `Some(false)` when the run or the framework table can tell.
+    pub fn is_module_class(&self, qualified: &str, importer: Option<usize>) -> Option<bool> {
+        self.is_module_class_at_depth(qualified, importer, 0)
+    }
+
+    fn is_module_class_at_depth(
+        &self,
+        qualified: &str,
+        importer: Option<usize>,
+        depth: usize,
+    ) -> Option<bool> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        match self.lookup(qualified, importer) {
+            Lookup::Symbol(Symbol::Class(class)) => {
+                if class.module {
+                    return Some(true);
+                }
+                let mut all_known = true;
+                for base in &class.bases {
+                    if frameworks::is_module_base(base) {
+                        return Some(true);
+                    }
+                    match self.is_module_class_at_depth(base, importer, depth + 1) {
+                        Some(true) => return Some(true),
+                        Some(false) => {}
+                        None => all_known = false,
+                    }
+                }
+                all_known.then_some(false)
+            }
+            Lookup::External => frameworks::is_module_base(qualified).then_some(true),
+            _ => None,
+        }
+    }
+
+    /// What calling the name returns, when the run or the framework table can tell.
+    pub fn call_result(&self, qualified: &str, importer: Option<usize>) -> Option<ValueFacts> {
+        self.call_result_at_depth(qualified, importer, 0)
+    }
+
+    fn call_result_at_depth(
+        &self,
+        qualified: &str,
+        importer: Option<usize>,
+        depth: usize,
+    ) -> Option<ValueFacts> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        match self.lookup(qualified, importer) {
+            Lookup::External => frameworks::call_result(qualified),
+            Lookup::Pending | Lookup::Module => None,
+            Lookup::Symbol(Symbol::Class(class)) => {
+                if self.is_module_class(qualified, importer) != Some(true) {
+                    return None;
+                }
+                Some(module_facts(if class.loss {
+                    Kind::LossModule
+                } else {
+                    Kind::Module
+                }))
+            }
+            Lookup::Symbol(Symbol::Function(function)) | Lookup::Method(_, function) => {
+                let returns = &function.returns;
+                if returns.facts.kind != Kind::Unknown {
+                    return Some(instantiate(returns.facts));
+                }
+                let call = returns.call.as_deref()?;
+                self.call_result_at_depth(call, importer, depth + 1)
+            }
+            Lookup::Symbol(Symbol::Value(value)) => {
+                // `Model = load_model(cfg)` at module level, then `Model(...)`.
+                let held = if value.facts.kind != Kind::Unknown {
+                    Some(value.facts)
+                } else {
+                    self.call_result_at_depth(value.call.as_deref()?, importer, depth + 1)
+                }?;
+                (held.kind == Kind::ModuleClass).then(|| module_facts(Kind::Module))
+            }
+            Lookup::Symbol(Symbol::Import(_)) => None,
+        }
+    }
+
+    /// What the name holds as a value: a module class, or a module-level value.
+    pub fn value_of(&self, qualified: &str, importer: Option<usize>) -> Option<ValueFacts> {
+        match self.lookup(qualified, importer) {
+            Lookup::Symbol(Symbol::Class(_)) => (self.is_module_class(qualified, importer)
+                == Some(true))
+            .then(|| module_facts(Kind::ModuleClass)),
+            Lookup::Symbol(Symbol::Value(value)) => {
+                if value.facts.kind != Kind::Unknown {
+                    Some(value.facts)
+                } else {
+                    self.call_result(value.call.as_deref()?, importer)
+                }
+            }
+            Lookup::External => frameworks::value_of(qualified),
+            _ => None,
+        }
+    }
+
+    /// The summary of the function a qualified name refers to.
+    pub fn function(&self, qualified: &str, importer: Option<usize>) -> Option<&FunctionSummary> {
+        match self.lookup(qualified, importer) {
+            Lookup::Symbol(Symbol::Function(function)) | Lookup::Method(_, function) => {
+                Some(function)
+            }
+            _ => None,
+        }
+    }
+
+    /// Answers a recorded question again, with the summaries there are now.
+    pub fn answer(&self, ask: &Ask, importer: Option<usize>) -> Option<ValueFacts> {
+        match ask {
+            Ask::Call(name) => self.call_result(name, importer),
+            Ask::Value(name) => self.value_of(name, importer),
+            Ask::ModuleClass(name) => {
+                (self.is_module_class(name, importer) == Some(true)).then_some(YES)
+            }
+            Ask::RunsForward(name) => self
+                .function(name, importer)
+                .filter(|f| f.runs_forward && !f.grad_disabled)
+                .map(|_| YES),
+            Ask::Trains(name) => self
+                .function(name, importer)
+                .filter(|f| f.trains)
+                .map(|_| YES),
+        }
+    }
+}
+
+/// The answer `Some(YES)` to a yes-or-no question.
+pub const YES: ValueFacts = ValueFacts {
+    kind: Kind::Scalar,
+    graph: Tri::No,
+    device: Tri::No,
+    float64: false,
+    loss: false,
+    eval_mode: false,
+};
+
+/// The facts of a fresh instance of a module class (on the CPU until moved).
+pub fn module_facts(kind: Kind) -> ValueFacts {
+    ValueFacts {
+        kind,
+        graph: Tri::No,
+        device: Tri::Unknown,
+        ..ValueFacts::default()
+    }
+}
+
+/// What a summary says a function returns, as seen at a call: whether a returned tensor carries
+/// a graph depends on the caller's grad mode, which the summary cannot know.
+fn instantiate(facts: ValueFacts) -> ValueFacts {
+    facts
+}
+
+fn common_prefix(a: &str, b: &str) -> usize {
+    a.split('.')
+        .zip(b.split('.'))
+        .take_while(|(x, y)| x == y)
+        .count()
+}

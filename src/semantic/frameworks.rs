@@ -1,0 +1,96 @@
+//! Framework knowledge as data: the table in `frameworks.toml` (which library calls return
+//! models, which base classes make one), compiled into the binary and read once.
+
+use std::sync::LazyLock;
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use serde::Deserialize;
+
+use super::facts::module_facts;
+use super::values::{Kind, ValueFacts};
+
+const TABLE: &str = include_str!("frameworks.toml");
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Table {
+    #[serde(default)]
+    pub model_factories: Vec<String>,
+    #[serde(default)]
+    pub not_models: Vec<String>,
+    #[serde(default)]
+    pub module_bases: Vec<String>,
+}
+
+/// The table with its patterns compiled.
+pub struct Frameworks {
+    model_factories: GlobSet,
+    not_models: GlobSet,
+    module_bases: GlobSet,
+}
+
+fn compile(patterns: &[String]) -> Result<GlobSet, String> {
+    let mut builder = GlobSetBuilder::new();
+    for pattern in patterns {
+        let glob = Glob::new(pattern).map_err(|error| format!("`{pattern}`: {error}"))?;
+        builder.add(glob);
+    }
+    builder.build().map_err(|error| error.to_string())
+}
+
+impl Frameworks {
+    pub fn from_table(table: &Table) -> Result<Self, String> {
+        Ok(Frameworks {
+            model_factories: compile(&table.model_factories)?,
+            not_models: compile(&table.not_models)?,
+            module_bases: compile(&table.module_bases)?,
+        })
+    }
+
+    fn makes_model(&self, qualified: &str) -> bool {
+        self.model_factories.is_match(qualified) && !self.not_models.is_match(qualified)
+    }
+}
+
+static BUILTIN: LazyLock<Frameworks> = LazyLock::new(|| {
+    let table: Table = toml::from_str(TABLE).expect("frameworks.toml is a valid table");
+    Frameworks::from_table(&table).expect("frameworks.toml's patterns compile")
+});
+
+/// Whether a class of this qualified name makes its subclasses models.
+pub fn is_module_base(qualified: &str) -> bool {
+    BUILTIN.module_bases.is_match(qualified)
+}
+
+/// What calling a library name returns, when the table knows.
+pub fn call_result(qualified: &str) -> Option<ValueFacts> {
+    BUILTIN
+        .makes_model(qualified)
+        .then(|| module_facts(Kind::Module))
+}
+
+/// What a library name holds as a value (a model class).
+pub fn value_of(qualified: &str) -> Option<ValueFacts> {
+    let class = qualified
+        .rsplit('.')
+        .next()
+        .is_some_and(|last| last.starts_with(|c: char| c.is_ascii_uppercase()));
+    (class && BUILTIN.makes_model(qualified)).then(|| module_facts(Kind::ModuleClass))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_knows_model_factories_and_what_is_not_one() {
+        assert!(call_result("torchvision.models.resnet50").is_some());
+        assert!(call_result("timm.create_model").is_some());
+        assert!(call_result("transformers.AutoModelForCausalLM.from_pretrained").is_some());
+        assert!(call_result("transformers.AutoTokenizer.from_pretrained").is_none());
+        assert!(call_result("torchvision.models.ResNet50_Weights.DEFAULT").is_none());
+        assert!(call_result("numpy.zeros").is_none());
+        assert!(is_module_base("pytorch_lightning.LightningModule"));
+        assert!(!is_module_base("object"));
+    }
+}

@@ -1,0 +1,122 @@
+//! Which calls run a training step somewhere else: `train_util.train_step(x)` where the
+//! method calls `loss.backward()` and `optimizer.step()`, `train_one_batch(model, batch)` from
+//! `utils.py`. A loop around such a call runs once per training step, as if the backward were
+//! written in it.
+
+use rustc_hash::FxHashMap as HashMap;
+use tree_sitter::Node;
+
+use super::analysis::Analysis;
+use super::facts::Ask;
+use super::instances::ClassRef;
+use crate::parse::{Descend, FIELDS, KINDS, Visit, walk};
+use crate::source::TextRange;
+
+impl<'a> Analysis<'a> {
+    /// Whether the function a call calls runs a training step: one of the file's functions or
+    /// methods that does, or another file's whose summary says so.
+    pub fn call_trains(&self, call: Node<'a>) -> bool {
+        let Some(callee) = self.model.callee(call) else {
+            return false;
+        };
+        let kind = callee.kind_id();
+        if kind == KINDS.identifier {
+            let name = self.text(callee);
+            if self
+                .model
+                .functions_named(name)
+                .any(|facts| facts.class.is_none() && facts.contains_training)
+            {
+                return true;
+            }
+            return self.model.scopes.may_rename(name)
+                && self
+                    .qualified_name(callee)
+                    .is_some_and(|q| q.contains('.') && self.ask(Ask::Trains(q)).is_some());
+        }
+        if kind != KINDS.attribute {
+            return false;
+        }
+        let Some(method) = self.model.call_name(call) else {
+            return false;
+        };
+        // Library methods that are steps themselves are the walk's (`opt.step()`); these are
+        // the user's own.
+        if matches!(
+            method,
+            "backward" | "step" | "zero_grad" | "item" | "append"
+        ) {
+            return false;
+        }
+        let Some(receiver) = callee.child_by_field_id(FIELDS.object) else {
+            return false;
+        };
+        match self.instance_class(receiver) {
+            Some(ClassRef::Local(class)) => self.local_method(class, method).is_some_and(|f| {
+                self.model
+                    .function_facts(f)
+                    .is_some_and(|facts| facts.contains_training)
+            }),
+            Some(ClassRef::Imported(class)) => {
+                self.ask(Ask::Trains(format!("{class}.{method}"))).is_some()
+            }
+            // `utils.train_step(...)` through `import utils`.
+            None => self
+                .qualified_name(callee)
+                .is_some_and(|q| q.contains('.') && self.ask(Ask::Trains(q)).is_some()),
+        }
+    }
+
+    /// Whether a loop runs a training step: it calls a backward or an optimizer step itself,
+    /// or a function that does.
+    pub fn loop_trains(&self, loop_node: Node<'a>) -> bool {
+        self.model
+            .loop_facts(loop_node)
+            .is_some_and(|facts| facts.trains())
+            || self.loop_trains_through_calls(loop_node).is_some()
+    }
+
+    /// A call in the loop's own body (not in a nested loop or function) that runs a training
+    /// step elsewhere: the range of its callee, for labels.
+    pub fn loop_trains_through_calls(&self, loop_node: Node<'a>) -> Option<TextRange> {
+        if let Some(known) = self.loop_steps.borrow().get(&loop_node.id()) {
+            return known.clone();
+        }
+        let found = self.find_training_call(loop_node);
+        self.loop_steps
+            .borrow_mut()
+            .insert(loop_node.id(), found.clone());
+        found
+    }
+
+    fn find_training_call(&self, loop_node: Node<'a>) -> Option<TextRange> {
+        let body = loop_node.child_by_field_id(FIELDS.body)?;
+        let mut found = None;
+        walk(body, |visit| {
+            let Visit::Enter(node) = visit else {
+                return Descend::Yes;
+            };
+            if found.is_some() || !node.is_named() {
+                return Descend::No;
+            }
+            let kind = node.kind_id();
+            if kind == KINDS.for_statement
+                || kind == KINDS.while_statement
+                || kind == KINDS.function_definition
+                || kind == KINDS.lambda
+                || kind == KINDS.class_definition
+            {
+                return Descend::No;
+            }
+            if kind == KINDS.call && self.call_trains(node) {
+                found = self.model.callee(node).map(|callee| callee.byte_range());
+                return Descend::No;
+            }
+            Descend::Yes
+        });
+        found
+    }
+}
+
+/// Loops by node id, and the training call found in each.
+pub(super) type LoopSteps = HashMap<usize, Option<TextRange>>;
