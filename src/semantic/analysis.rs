@@ -37,6 +37,10 @@ pub struct Analysis<'a> {
     project: Option<ProjectView<'a>>,
     /// What this file asked the fact base, and the answers (see [`Question`]).
     questions: RefCell<Vec<Question>>,
+    /// The texts of values the file uses as models (`instances::used_as_module`).
+    pub(super) module_evidence: OnceCell<rustc_hash::FxHashSet<&'a str>>,
+    /// Functions by node id, and whether they run a forward pass (`forward`).
+    pub(super) runs_forward_memo: RefCell<HashMap<usize, bool>>,
     /// Loops that train through the functions they call (`steps`).
     pub(super) loop_steps: RefCell<super::steps::LoopSteps>,
 }
@@ -68,6 +72,8 @@ impl<'a> Analysis<'a> {
             project: None,
             questions: RefCell::new(Vec::new()),
             loop_steps: RefCell::new(HashMap::default()),
+            module_evidence: OnceCell::new(),
+            runs_forward_memo: RefCell::new(HashMap::default()),
         }
     }
 
@@ -75,6 +81,20 @@ impl<'a> Analysis<'a> {
     pub fn with_project(mut self, project: ProjectView<'a>) -> Self {
         self.project = Some(project);
         self
+    }
+
+    /// The qualified name a bare name has through one of several `from m import *`: the
+    /// module of the run that defines it (a single star import resolves without asking).
+    pub fn star_imported(&self, name: &str) -> Option<String> {
+        let stars = &self.model.scopes.star_imports;
+        if stars.len() < 2 || self.project.is_none() {
+            return None;
+        }
+        stars.iter().find_map(|module| {
+            let qualified = format!("{module}.{name}");
+            self.ask(Ask::Defines(qualified.clone()))
+                .map(|_| qualified)
+        })
     }
 
     /// The questions asked of the fact base so far, without repeats.
@@ -94,7 +114,9 @@ impl<'a> Analysis<'a> {
                 Ask::Value(name) => super::frameworks::value_of(name),
                 Ask::ModuleClass(name) => super::frameworks::is_module_base(name)
                     .then(|| super::facts::module_facts(super::values::Kind::Module)),
-                Ask::RunsForward(_) | Ask::Trains(_) => None,
+                Ask::RunsForward(_) | Ask::Trains(_) | Ask::GradDisabled(_) | Ask::Defines(_) => {
+                    None
+                }
             };
         };
         let ask = match ask {
@@ -103,6 +125,8 @@ impl<'a> Analysis<'a> {
             Ask::ModuleClass(name) => Ask::ModuleClass(absolute(&name, project.module)),
             Ask::RunsForward(name) => Ask::RunsForward(absolute(&name, project.module)),
             Ask::Trains(name) => Ask::Trains(absolute(&name, project.module)),
+            Ask::GradDisabled(name) => Ask::GradDisabled(absolute(&name, project.module)),
+            Ask::Defines(name) => Ask::Defines(absolute(&name, project.module)),
         };
         let answer = project.facts.answer(&ask, project.file);
         if std::env::var_os("TORCHLINT_DEBUG_FACTS").is_some() {

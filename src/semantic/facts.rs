@@ -64,6 +64,10 @@ pub enum Ask {
     RunsForward(String),
     /// Whether calling this function trains: it calls a backward or an optimizer step.
     Trains(String),
+    /// Whether this function disables grad for its body (`@torch.no_grad()`).
+    GradDisabled(String),
+    /// Whether a module of the run defines this name (for `from m import *`).
+    Defines(String),
 }
 
 impl FactBase {
@@ -325,6 +329,14 @@ impl FactBase {
                 .function(name, importer)
                 .filter(|f| f.trains)
                 .map(|_| YES),
+            Ask::GradDisabled(name) => self
+                .function(name, importer)
+                .filter(|f| f.grad_disabled)
+                .map(|_| YES),
+            Ask::Defines(name) => {
+                matches!(self.lookup(name, importer), Lookup::Symbol(_) | Lookup::Method(..))
+                    .then_some(YES)
+            }
         }
     }
 }

@@ -5,6 +5,8 @@
 use tree_sitter::Node;
 
 use super::analysis::Analysis;
+use super::facts::Ask;
+use super::instances::ClassRef;
 use super::values::{Kind, ValueFacts, is_non_forward_method};
 use crate::parse::{Descend, FIELDS, KINDS, Visit, walk};
 
@@ -13,6 +15,9 @@ pub struct Forward<'a> {
     /// The callee text a mode call (`x.eval()`) must match: `model`, `self.model`, `self`.
     pub receiver: &'a str,
     pub module: ValueFacts,
+    /// The model's own `forward` disables grad (`@torch.inference_mode()` on it): the call
+    /// records nothing whatever the caller's grad mode.
+    pub grad_disabled: bool,
 }
 
 impl<'a> Analysis<'a> {
@@ -20,12 +25,10 @@ impl<'a> Analysis<'a> {
     pub fn forward_call(&self, call: Node<'a>) -> Option<Forward<'a>> {
         let callee = self.model.callee(call)?;
         let kind = callee.kind_id();
-        if kind == KINDS.identifier {
+        // `model(x)`, `models_bag["g"](z)`.
+        if kind == KINDS.identifier || kind == KINDS.subscript {
             let facts = self.facts(callee);
-            return (facts.kind == Kind::Module).then(|| Forward {
-                receiver: self.text(callee),
-                module: facts,
-            });
+            return (facts.kind == Kind::Module).then(|| self.forward_of(callee, callee, facts));
         }
         if kind != KINDS.attribute {
             return None;
@@ -34,29 +37,95 @@ impl<'a> Analysis<'a> {
         let attribute = self.model.call_name(call)?;
         let callee_facts = self.facts(callee);
         if callee_facts.kind == Kind::Module {
-            return Some(Forward {
-                receiver: self.text(callee),
-                module: callee_facts,
-            });
+            return Some(self.forward_of(callee, callee, callee_facts));
         }
         let object_facts = self.facts(object);
-        if object_facts.kind == Kind::Module
-            && is_forward_method(attribute)
-            && !is_non_forward_method(attribute)
-            && self.is_model_member(attribute)
+        if object_facts.kind != Kind::Module
+            || !is_forward_method(attribute)
+            || is_non_forward_method(attribute)
         {
-            return Some(Forward {
-                receiver: self.text(object),
-                module: object_facts,
-            });
+            return None;
         }
-        None
+        // `model.decode(z)`: a method of the model's class that runs (part of) the model,
+        // not one that reads its configuration (`model.can_generate()`).
+        let runs = match self.instance_class(object) {
+            Some(ClassRef::Local(class)) => match self.local_method(class, attribute) {
+                Some(method) => self.runs_forward(method),
+                None => self.is_model_member(attribute),
+            },
+            Some(ClassRef::Imported(class)) => {
+                self.ask(Ask::RunsForward(format!("{class}.{attribute}"))).is_some()
+                    || self.is_model_member(attribute)
+            }
+            // A model of a class the file does not show: a method whose name says it runs
+            // the model (`val_step`, `predict`, `encode`, `forward_features`).
+            None => self.member_runs_forward(attribute) || runs_model_by_name(attribute),
+        };
+        runs.then(|| self.forward_of(object, callee, object_facts))
+    }
+
+    fn forward_of(&self, receiver: Node<'a>, callee: Node<'a>, module: ValueFacts) -> Forward<'a> {
+        Forward {
+            receiver: self.text(receiver),
+            module,
+            grad_disabled: self.forward_disables_grad(callee),
+        }
+    }
+
+    /// Whether calling the model `callee` names runs a `forward` that disables grad itself.
+    /// When the value may be an instance of several classes (`model = AutoShape(model)` on one
+    /// branch), one whose `forward` disables grad is taken to be the one called: the wrapper
+    /// exists to be called that way.
+    pub fn forward_disables_grad(&self, callee: Node<'a>) -> bool {
+        self.instance_classes(callee)
+            .into_iter()
+            .any(|class| match class {
+                ClassRef::Local(class) => self
+                    .local_method(class, "forward")
+                    .is_some_and(|forward| self.grad().disabled_by_decorator(forward)),
+                ClassRef::Imported(class) => self
+                    .ask(Ask::GradDisabled(format!("{class}.forward")))
+                    .is_some(),
+            })
+    }
+
+    /// A member of the file's model classes by name: a submodule, or a method that runs a
+    /// forward pass.
+    pub fn member_runs_forward(&self, name: &str) -> bool {
+        if name == "forward" {
+            return true;
+        }
+        let methods: Vec<Node<'a>> = self
+            .model
+            .classes
+            .iter()
+            .enumerate()
+            .filter(|(index, _)| self.modules().is_module_class(*index))
+            .filter_map(|(_, class)| {
+                class
+                    .methods
+                    .iter()
+                    .find(|(method, _)| *method == name)
+                    .map(|(_, node)| *node)
+            })
+            .collect();
+        if methods.is_empty() {
+            return self.is_model_member(name);
+        }
+        methods.into_iter().any(|method| self.runs_forward(method))
     }
 
     /// Whether a function's body (not its nested functions) runs a forward pass, directly or
     /// through a call of one of the file's plain functions that does.
     pub fn runs_forward(&self, function: Node<'a>) -> bool {
-        self.runs_forward_at_depth(function, 0)
+        if let Some(&known) = self.runs_forward_memo.borrow().get(&function.id()) {
+            return known;
+        }
+        // Recursion through `self.forward` and helpers ends here.
+        self.runs_forward_memo.borrow_mut().insert(function.id(), false);
+        let runs = self.runs_forward_at_depth(function, 0);
+        self.runs_forward_memo.borrow_mut().insert(function.id(), runs);
+        runs
     }
 
     fn runs_forward_at_depth(&self, function: Node<'a>, depth: usize) -> bool {
@@ -80,6 +149,9 @@ impl<'a> Analysis<'a> {
                     || (depth < 2 && self.calls_forward_helper(node, depth)))
             {
                 found = true;
+                if std::env::var_os("TORCHLINT_DEBUG_FACTS").is_some() {
+                    eprintln!("runs forward: {}", self.text(node));
+                }
                 return Descend::No;
             }
             Descend::Yes
@@ -147,4 +219,15 @@ pub fn is_forward_method(name: &str) -> bool {
     ) && !name.starts_with("register_")
         && !name.starts_with("on_")
         && !name.starts_with('_')
+}
+
+/// Method names that run a model whatever its class: `forward_features`, `val_step`,
+/// `predict_proba`, `encode_image`, `extract_feat`. Not `generate` (Hugging Face's runs
+/// without grad) nor getters.
+fn runs_model_by_name(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    ["forward", "predict", "infer", "encode", "decode", "embed", "extract_feat"]
+        .iter()
+        .any(|word| name.starts_with(word))
+        || name.ends_with("_step") && name != "train_step" && name != "training_step"
 }

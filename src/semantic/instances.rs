@@ -95,6 +95,115 @@ impl<'a> Analysis<'a> {
         None
     }
 
+    /// Every class the value may be an instance of, through all assignments of a name or an
+    /// attribute and the returns of the file's own functions (`model = DetectMultiBackend(p)`
+    /// then `model = AutoShape(model)`; `self.model = load_model(p)`).
+    pub fn instance_classes(&self, node: Node<'a>) -> Vec<ClassRef> {
+        let mut found = Vec::new();
+        self.collect_instance_classes(node, 0, &mut found);
+        found
+    }
+
+    fn collect_instance_classes(&self, node: Node<'a>, depth: usize, found: &mut Vec<ClassRef>) {
+        if depth > MAX_DEPTH || found.len() > 8 {
+            return;
+        }
+        let push = |class: ClassRef, found: &mut Vec<ClassRef>| {
+            if !found.contains(&class) {
+                found.push(class);
+            }
+        };
+        let kind = node.kind_id();
+        if kind == KINDS.parenthesized_expression {
+            if let Some(inner) = node.named_child(0) {
+                self.collect_instance_classes(inner, depth + 1, found);
+            }
+            return;
+        }
+        if kind == KINDS.call {
+            let Some(callee) = node.child_by_field_id(FIELDS.function) else {
+                return;
+            };
+            if let Some(class) = self.class_named_by(callee) {
+                push(class, found);
+                return;
+            }
+            // `model.to(device)`, `model.eval()`: the same instance.
+            if callee.kind_id() == KINDS.attribute
+                && let Some(method) = callee.child_by_field_id(FIELDS.attribute)
+                && matches!(self.text(method), "to" | "cuda" | "cpu" | "eval" | "train" | "half" | "float")
+                && let Some(object) = callee.child_by_field_id(FIELDS.object)
+            {
+                self.collect_instance_classes(object, depth + 1, found);
+                return;
+            }
+            // One of the file's functions: what it returns.
+            if callee.kind_id() == KINDS.identifier {
+                let name = self.text(callee);
+                let functions: Vec<Node<'a>> = self.model.function_nodes_named(name).collect();
+                for function in functions {
+                    for &returned in self.model.returns_of(function) {
+                        self.collect_instance_classes(returned, depth + 1, found);
+                    }
+                }
+            }
+            return;
+        }
+        if kind == KINDS.identifier && self.text(node) != "self" {
+            let Some((_, bindings)) =
+                self.model
+                    .scopes
+                    .lookup(self.scope_at(node), self.text(node), node.start_byte())
+            else {
+                return;
+            };
+            for binding in bindings {
+                match binding.site {
+                    Site::Value { value, index: None } if value.id() != node.id() => {
+                        if let Some(class) = value.parent().and_then(|s| self.annotated_class(s)) {
+                            push(class, found);
+                        }
+                        self.collect_instance_classes(value, depth + 1, found);
+                    }
+                    Site::Parameter { function, index } => {
+                        if let Some(class) = self.parameter_class(function, index) {
+                            push(class, found);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            return;
+        }
+        if kind == KINDS.attribute
+            && let Some(object) = node.child_by_field_id(FIELDS.object)
+            && self.text(object) == "self"
+            && let Some(attribute) = node.child_by_field_id(FIELDS.attribute)
+            && let Some(class) = self.class_of(node)
+        {
+            let class_node = self.model.classes[class].node;
+            let assignments: Vec<_> = self
+                .self_assignments(self.text(attribute))
+                .filter(|a| class_node.byte_range().contains(&a.node.start_byte()))
+                .copied()
+                .collect();
+            for assignment in assignments {
+                if let Some(class) = self.annotated_class(assignment.node) {
+                    push(class, found);
+                }
+                if let Site::Value { value, index: None } = assignment.site
+                    && value.id() != node.id()
+                {
+                    self.collect_instance_classes(value, depth + 1, found);
+                }
+            }
+            return;
+        }
+        if let Some(class) = self.instance_class_at_depth(node, depth) {
+            push(class, found);
+        }
+    }
+
     /// `x: Net = ...`, `self.model: TextClassifier = model`: the annotated class.
     fn annotated_class(&self, assignment: Node<'a>) -> Option<ClassRef> {
         if assignment.kind_id() != KINDS.assignment {
@@ -154,9 +263,10 @@ impl<'a> Analysis<'a> {
             return Some(ClassRef::Local(index));
         }
         let qualified = self.qualified_name(name)?;
-        qualified
-            .contains('.')
-            .then_some(ClassRef::Imported(qualified))
+        if qualified.contains('.') {
+            return Some(ClassRef::Imported(qualified));
+        }
+        self.star_imported(&qualified).map(ClassRef::Imported)
     }
 
     /// `receiver.method(...)` on an instance of a known class: what the method returns, if the
@@ -222,6 +332,18 @@ impl<'a> Analysis<'a> {
         if !self.grad().mode_at(call.start_byte()).may_record() {
             facts.graph = Tri::No;
         }
+        // `mel_filter_bank(..., dtype=np.float32)`: the caller picks the precision.
+        if facts.float64
+            && let Some(dtype) =
+                crate::rules::declarative::find_argument(call, self.source, Some("dtype"), None)
+                    .found()
+            && !matches!(
+                self.text(dtype).trim(),
+                "np.float64" | "numpy.float64" | "torch.float64" | "torch.double" | "float"
+            )
+        {
+            facts.float64 = false;
+        }
         facts
     }
 
@@ -239,5 +361,86 @@ impl<'a> Analysis<'a> {
             };
             self.facts(value).graph == Tri::Yes
         })
+    }
+}
+
+/// Methods only models have: a value they are called on is an `nn.Module`, whatever the file
+/// shows of where it comes from (`self.model = build(cfg)`, a parameter, `models_bag["g"]`).
+const MODULE_ONLY_METHODS: &[&str] = &[
+    "eval",
+    "parameters",
+    "named_parameters",
+    "modules",
+    "named_modules",
+    "children",
+    "named_children",
+    "buffers",
+    "named_buffers",
+    "register_forward_hook",
+    "register_forward_pre_hook",
+    "register_full_backward_hook",
+    "register_full_backward_pre_hook",
+];
+
+/// Wrappers whose first argument is a model.
+const MODULE_WRAPPERS: &[&str] = &[
+    "torch.nn.DataParallel",
+    "torch.nn.parallel.DataParallel",
+    "torch.nn.parallel.DistributedDataParallel",
+    "torch.distributed.fsdp.FullyShardedDataParallel",
+    "torch.compile",
+];
+
+impl<'a> Analysis<'a> {
+    /// Whether the file uses the value an expression's text names as a model: calls a
+    /// method only models have on it (`model.eval()`, `model.parameters()`), or wraps it in
+    /// `DistributedDataParallel` or `torch.compile`.
+    pub fn used_as_module(&self, text: &str) -> bool {
+        self.module_evidence
+            .get_or_init(|| {
+                let mut used = rustc_hash::FxHashSet::default();
+                for method in MODULE_ONLY_METHODS {
+                    for call in self.model.calls_by_name.get(method).into_iter().flatten() {
+                        if let Some(callee) = self.model.callee(*call)
+                            && callee.kind_id() == KINDS.attribute
+                            && let Some(object) = callee.child_by_field_id(FIELDS.object)
+                        {
+                            used.insert(self.text(object));
+                        }
+                    }
+                }
+                for wrapper in MODULE_WRAPPERS {
+                    let last = wrapper.rsplit('.').next().unwrap_or(wrapper);
+                    let mut calls: Vec<Node<'a>> = self
+                        .model
+                        .calls_by_name
+                        .get(last)
+                        .into_iter()
+                        .flatten()
+                        .copied()
+                        .collect();
+                    // `DDP(model)` under an alias.
+                    if last == "DistributedDataParallel" {
+                        calls.extend(self.model.calls_by_name.get("DDP").into_iter().flatten());
+                    }
+                    for call in calls {
+                        let wraps = self
+                            .model
+                            .callee(call)
+                            .and_then(|callee| self.qualified_name(callee))
+                            .is_some_and(|name| name == *wrapper);
+                        if wraps
+                            && let Some(first) = call
+                                .child_by_field_id(FIELDS.arguments)
+                                .and_then(|arguments| arguments.named_child(0))
+                            && matches!(first.kind_id(), k if k == KINDS.identifier || k == KINDS.attribute)
+                        {
+                            used.insert(self.text(first));
+                        }
+                    }
+                }
+                used
+            })
+            .contains(text)
     }
 }

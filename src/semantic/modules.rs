@@ -30,10 +30,17 @@ impl ModuleInfo {
                         .any(|base| model_like(analysis.text(*base)))
                     || class.bases.iter().any(|base| {
                         analysis.qualified_name(*base).is_some_and(|name| {
-                            is_module_base(&name)
-                                // A class of another file of the project, or a library's.
-                                || (name.contains('.')
-                                    && analysis.ask(Ask::ModuleClass(name)).is_some())
+                            if is_module_base(&name) {
+                                return true;
+                            }
+                            // A class of another file of the project (or a library's), also
+                            // through one of several star imports.
+                            let name = if name.contains('.') {
+                                Some(name)
+                            } else {
+                                analysis.star_imported(&name)
+                            };
+                            name.is_some_and(|name| analysis.ask(Ask::ModuleClass(name)).is_some())
                         })
                     })
             })

@@ -439,16 +439,28 @@ impl<'a> Analysis<'a> {
         let sub = |child: Node<'a>| self.facts_at_depth(child, depth, arguments);
         let kind = node.kind_id();
         let k = &*KINDS;
+        // A value the file uses as a model (`self.module.eval()`) is one, whatever the rest of
+        // the analysis could not tell of where it comes from.
+        let used_as_module = |facts: ValueFacts| {
+            if facts.kind == Kind::Unknown && self.used_as_module(self.text(node)) {
+                ValueFacts::of(Kind::Module)
+            } else {
+                facts
+            }
+        };
         if kind == k.identifier {
-            return self.name_facts(node, depth, arguments);
+            return used_as_module(self.name_facts(node, depth, arguments));
         }
         if kind == k.call {
             return self.call_facts(node, depth, arguments);
         }
         if kind == k.attribute {
-            return self.attribute_facts(node, depth, arguments);
+            return used_as_module(self.attribute_facts(node, depth, arguments));
         }
         if kind == k.subscript {
+            if self.used_as_module(self.text(node)) {
+                return ValueFacts::of(Kind::Module);
+            }
             return node
                 .child_by_field_id(FIELDS.value)
                 .map(|value| {
@@ -607,8 +619,13 @@ impl<'a> Analysis<'a> {
                         // `a, b = helper(...)`: the matching element of what it returns.
                         (Some(i), Some(callee)) => self
                             .own_function_call_element(value, callee, depth, Some(i))
-                            .unwrap_or_else(|| self.facts_at_depth(value, depth, arguments)),
-                        _ => self.facts_at_depth(value, depth, arguments),
+                            .unwrap_or_else(|| {
+                                element_facts(self.facts_at_depth(value, depth, arguments))
+                            }),
+                        (Some(_), None) => {
+                            element_facts(self.facts_at_depth(value, depth, arguments))
+                        }
+                        (None, _) => self.facts_at_depth(value, depth, arguments),
                     },
                 };
                 ValueFacts {
@@ -835,7 +852,7 @@ impl<'a> Analysis<'a> {
         let object_facts = self.facts_at_depth(object, depth, arguments);
         if object_facts.kind == Kind::Module
             && !is_non_forward_method(attribute)
-            && self.is_model_member(attribute)
+            && self.member_runs_forward(attribute)
         {
             // A submodule (`model.encoder`) or a method that runs the model (`model.decode`).
             return ValueFacts {
@@ -862,11 +879,18 @@ impl<'a> Analysis<'a> {
             }
             let value_facts = match assignment.site {
                 Site::Value { value, index } => {
-                    let target = index.and_then(|i| element_of(value, i)).unwrap_or(value);
+                    let element = index.and_then(|i| element_of(value, i));
+                    let target = element.unwrap_or(value);
                     if target.id() == node.id() {
                         continue;
                     }
-                    self.facts_at_depth(target, depth, &[])
+                    let facts = self.facts_at_depth(target, depth, &[]);
+                    // `self.net, other = build(cfg)`: an element of what the call returns.
+                    if index.is_some() && element.is_none() {
+                        element_facts(facts)
+                    } else {
+                        facts
+                    }
                 }
                 _ => continue,
             };
@@ -947,7 +971,7 @@ impl<'a> Analysis<'a> {
                 // `models.resnet50()`, `utils.build_model(cfg)`: a library's or another
                 // file's function.
                 if let Some(facts) = self.ask(Ask::Call(name)) {
-                    return facts;
+                    return self.at_call_site(node, facts);
                 }
             }
             // `self.model(x)`, `self.criterion(out, y)`: the attribute is itself a model.
@@ -979,10 +1003,16 @@ impl<'a> Analysis<'a> {
             }
             // `SeqNet(cfg)` with `SeqNet` imported: another file's class or function. Names
             // without a dot are builtins (or this file's own), which the fact base never holds.
-            if name.contains('.')
+            // A bare name through one of several star imports.
+            let name = if name.contains('.') {
+                Some(name)
+            } else {
+                self.star_imported(&name)
+            };
+            if let Some(name) = name
                 && let Some(facts) = self.ask(Ask::Call(name))
             {
-                return facts;
+                return self.at_call_site(node, facts);
             }
         }
         let callee_name = self.text(callee);
@@ -1049,7 +1079,11 @@ impl<'a> Analysis<'a> {
                 eval_mode: false,
             };
         }
-        let recording = self.grad().mode_at(call.start_byte()).may_record();
+        let recording = self.grad().mode_at(call.start_byte()).may_record()
+            && !self
+                .model
+                .callee(call)
+                .is_some_and(|callee| self.forward_disables_grad(callee));
         let mut device = module.device.or(inputs.device);
         if device == Tri::Unknown && self.targets_gpu() {
             // A script that picks a GPU runs its models there.
@@ -1694,6 +1728,19 @@ fn own_callee<'a>(analysis: &Analysis<'a>, call: Node<'a>) -> Option<&'a str> {
         .function_nodes_named(name)
         .next()
         .map(|_| name)
+}
+
+/// What an element of a value is, when only the whole is known: a container's element is of
+/// unknown kind (with the container's graph and device).
+fn element_facts(facts: ValueFacts) -> ValueFacts {
+    if facts.kind == Kind::Container {
+        ValueFacts {
+            kind: Kind::Unknown,
+            ..facts
+        }
+    } else {
+        facts
+    }
 }
 
 /// The `index`th element of a tuple or list expression (`a, b = x, y`).

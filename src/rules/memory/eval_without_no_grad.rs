@@ -56,6 +56,10 @@ impl EvalWithoutNoGrad {
         let Some(forward) = forward_call(checker, call) else {
             return;
         };
+        // `@torch.inference_mode()` on the model's own `forward`.
+        if forward.grad_disabled {
+            return;
+        }
         let function = checker.analysis.enclosing_function(call);
         let eval_call = last_mode_call(checker, function, forward.receiver, call);
         let in_eval = match eval_call {
