@@ -279,6 +279,8 @@ pub struct Fields {
     pub argument: u16,
     pub operator: u16,
     pub type_: u16,
+    /// The index of `value[index]`.
+    pub index: u16,
 }
 
 impl Fields {
@@ -315,6 +317,7 @@ pub static FIELDS: LazyLock<Fields> = LazyLock::new(|| {
         argument: id("argument"),
         operator: id("operator"),
         type_: id("type"),
+        index: id("subscript"),
     }
 });
 

@@ -39,6 +39,8 @@ pub struct Analysis<'a> {
     questions: RefCell<Vec<Question>>,
     /// The texts of values the file uses as models (`instances::used_as_module`).
     pub(super) module_evidence: OnceCell<rustc_hash::FxHashSet<&'a str>>,
+    /// Per loop, the names it backpropagates through (`backprop`).
+    pub(super) backpropagated: RefCell<super::backprop::Backpropagated<'a>>,
     /// Functions by node id, and whether they run a forward pass (`forward`).
     pub(super) runs_forward_memo: RefCell<HashMap<usize, bool>>,
     /// Loops that train through the functions they call (`steps`).
@@ -74,6 +76,7 @@ impl<'a> Analysis<'a> {
             loop_steps: RefCell::new(HashMap::default()),
             module_evidence: OnceCell::new(),
             runs_forward_memo: RefCell::new(HashMap::default()),
+            backpropagated: RefCell::new(HashMap::default()),
         }
     }
 
@@ -92,8 +95,7 @@ impl<'a> Analysis<'a> {
         }
         stars.iter().find_map(|module| {
             let qualified = format!("{module}.{name}");
-            self.ask(Ask::Defines(qualified.clone()))
-                .map(|_| qualified)
+            self.ask(Ask::Defines(qualified.clone())).map(|_| qualified)
         })
     }
 

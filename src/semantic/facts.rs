@@ -333,10 +333,11 @@ impl FactBase {
                 .function(name, importer)
                 .filter(|f| f.grad_disabled)
                 .map(|_| YES),
-            Ask::Defines(name) => {
-                matches!(self.lookup(name, importer), Lookup::Symbol(_) | Lookup::Method(..))
-                    .then_some(YES)
-            }
+            Ask::Defines(name) => matches!(
+                self.lookup(name, importer),
+                Lookup::Symbol(_) | Lookup::Method(..)
+            )
+            .then_some(YES),
         }
     }
 }

@@ -54,7 +54,8 @@ impl<'a> Analysis<'a> {
                 None => self.is_model_member(attribute),
             },
             Some(ClassRef::Imported(class)) => {
-                self.ask(Ask::RunsForward(format!("{class}.{attribute}"))).is_some()
+                self.ask(Ask::RunsForward(format!("{class}.{attribute}")))
+                    .is_some()
                     || self.is_model_member(attribute)
             }
             // A model of a class the file does not show: a method whose name says it runs
@@ -122,9 +123,13 @@ impl<'a> Analysis<'a> {
             return known;
         }
         // Recursion through `self.forward` and helpers ends here.
-        self.runs_forward_memo.borrow_mut().insert(function.id(), false);
+        self.runs_forward_memo
+            .borrow_mut()
+            .insert(function.id(), false);
         let runs = self.runs_forward_at_depth(function, 0);
-        self.runs_forward_memo.borrow_mut().insert(function.id(), runs);
+        self.runs_forward_memo
+            .borrow_mut()
+            .insert(function.id(), runs);
         runs
     }
 
@@ -226,8 +231,16 @@ pub fn is_forward_method(name: &str) -> bool {
 /// without grad) nor getters.
 fn runs_model_by_name(name: &str) -> bool {
     let name = name.to_ascii_lowercase();
-    ["forward", "predict", "infer", "encode", "decode", "embed", "extract_feat"]
-        .iter()
-        .any(|word| name.starts_with(word))
+    [
+        "forward",
+        "predict",
+        "infer",
+        "encode",
+        "decode",
+        "embed",
+        "extract_feat",
+    ]
+    .iter()
+    .any(|word| name.starts_with(word))
         || name.ends_with("_step") && name != "train_step" && name != "training_step"
 }

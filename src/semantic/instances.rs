@@ -131,7 +131,10 @@ impl<'a> Analysis<'a> {
             // `model.to(device)`, `model.eval()`: the same instance.
             if callee.kind_id() == KINDS.attribute
                 && let Some(method) = callee.child_by_field_id(FIELDS.attribute)
-                && matches!(self.text(method), "to" | "cuda" | "cpu" | "eval" | "train" | "half" | "float")
+                && matches!(
+                    self.text(method),
+                    "to" | "cuda" | "cpu" | "eval" | "train" | "half" | "float"
+                )
                 && let Some(object) = callee.child_by_field_id(FIELDS.object)
             {
                 self.collect_instance_classes(object, depth + 1, found);

@@ -6,6 +6,7 @@
 //! function, whether a loop trains) without a second walk.
 
 pub mod analysis;
+pub mod backprop;
 pub mod constants;
 pub mod facts;
 pub mod forward;

@@ -469,6 +469,14 @@ impl<'a> Analysis<'a> {
                         // An element of a container: what the container's elements are.
                         facts.kind = Kind::Unknown;
                     }
+                    // `out["n_exs"]` of a model's output dict: a tensor only if the key names
+                    // one (`out["loss"]`, `out["logits"]`); counts and flags are numbers.
+                    if facts.kind == Kind::Tensor
+                        && let Some(key) = string_key(self, node)
+                        && !names_a_tensor(key)
+                    {
+                        facts = ValueFacts::default();
+                    }
                     facts.eval_mode = false;
                     facts
                 })
@@ -986,7 +994,6 @@ impl<'a> Analysis<'a> {
             // A method of a class the file or the project defines (`trainer.train_step(x)`),
             // unless it runs the model itself (`model.encoder(x)`, left to the forward pass).
             if matches!(receiver_facts.kind, Kind::Unknown | Kind::Module)
-                && !(receiver_facts.kind == Kind::Module && self.is_model_member(method))
                 && depth < MAX_CALL_DEPTH
                 && let Some(facts) = self.instance_method_call(node, receiver, method, depth)
             {
@@ -1883,4 +1890,40 @@ fn is_list_of_float_literals(analysis: &Analysis<'_>, node: Node<'_>) -> bool {
     }
     let text = analysis.text(node);
     text.contains('.') && !text.contains('"') && !text.contains('\'')
+}
+
+/// The string key of `value["key"]`.
+fn string_key<'a>(analysis: &Analysis<'a>, subscript: Node<'a>) -> Option<&'a str> {
+    let key = subscript.child_by_field_id(FIELDS.index)?;
+    (key.kind_id() == KINDS.string).then(|| analysis.text(key).trim_matches(['"', '\'']))
+}
+
+/// Keys of model outputs that hold tensors.
+fn names_a_tensor(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    [
+        "loss",
+        "logit",
+        "pred",
+        "out",
+        "score",
+        "prob",
+        "emb",
+        "feat",
+        "hidden",
+        "state",
+        "attn",
+        "attention",
+        "mask",
+        "label",
+        "target",
+        "image",
+        "latent",
+        "recon",
+        "mu",
+        "var",
+        "z",
+    ]
+    .iter()
+    .any(|word| key.contains(word))
 }

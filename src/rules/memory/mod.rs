@@ -111,6 +111,14 @@ fn find_accumulation<'a>(
         let left = checker.field(node, FIELDS.left)?;
         let right = checker.field(node, FIELDS.right)?;
         if left.kind_id() == KINDS.subscript {
+            // `stats["loss"] = loss` overwrites one slot on every iteration: only a key that
+            // changes (`history[step] = loss`) keeps more than the last value.
+            if checker
+                .field(left, FIELDS.index)
+                .is_some_and(|key| is_constant_key(key.kind_id()))
+            {
+                return None;
+            }
             return Some(Accumulation {
                 container: checker.field(left, FIELDS.value)?,
                 value: right,
@@ -122,6 +130,10 @@ fn find_accumulation<'a>(
         }
         if right.kind_id() == KINDS.call {
             return concatenation(checker, left, right);
+        }
+        let mut right = right;
+        while right.kind_id() == KINDS.parenthesized_expression {
+            right = right.named_child(0)?;
         }
         if right.kind_id() != KINDS.binary_operator {
             return None;
@@ -137,13 +149,18 @@ fn find_accumulation<'a>(
             checker.field(right, FIELDS.right)?,
         );
         let target = checker.node_text(left);
-        let value = if checker.node_text(a) == target {
+        // `total = total + loss`, and the moving average `ema = a * loss + (1 - a) * ema`:
+        // the new value is computed from the old one, so it holds every step's graph.
+        let value = if mentions_through_arithmetic(checker, a, target, 0) {
             b
-        } else if checker.node_text(b) == target && operator == "+" {
+        } else if operator == "+" && mentions_through_arithmetic(checker, b, target, 0) {
             a
         } else {
             return None;
         };
+        if mentions_through_arithmetic(checker, value, target, 0) {
+            return None;
+        }
         return Some(Accumulation {
             container: left,
             value,
@@ -158,9 +175,11 @@ fn find_accumulation<'a>(
         // The attribute's name, recorded by the model for every `obj.m(...)` call.
         let method = checker.call_name(node)?;
         let arguments = checker.arguments(node)?;
-        let value = match method {
-            "append" | "extend" => arguments.named_child(0)?,
-            "insert" => arguments.named_child(1)?,
+        let (value, how) = match method {
+            "append" | "extend" => (arguments.named_child(0)?, How::Append),
+            "insert" => (arguments.named_child(1)?, How::Append),
+            // `stats.device_stat("loss").add_(loss)`: an in-place sum in a tensor.
+            "add_" => (arguments.named_child(0)?, How::AugmentedAdd),
             _ => return None,
         };
         if value.kind_id() == KINDS.keyword_argument {
@@ -174,10 +193,94 @@ fn find_accumulation<'a>(
         return Some(Accumulation {
             container,
             value,
-            how: How::Append,
+            how,
         });
     }
     None
+}
+
+/// Whether `node` is `name`, or an arithmetic expression of it (`(1 - a) * name`).
+fn mentions_through_arithmetic<'a>(
+    checker: &Checker<'a>,
+    node: Node<'a>,
+    name: &str,
+    depth: usize,
+) -> bool {
+    if depth > 8 {
+        return false;
+    }
+    let kind = node.kind_id();
+    if kind == KINDS.identifier || kind == KINDS.attribute {
+        return checker.node_text(node) == name;
+    }
+    if kind == KINDS.parenthesized_expression || kind == KINDS.unary_operator {
+        return node
+            .named_child(0)
+            .is_some_and(|inner| mentions_through_arithmetic(checker, inner, name, depth + 1));
+    }
+    if kind == KINDS.binary_operator {
+        return [FIELDS.left, FIELDS.right].into_iter().any(|field| {
+            checker
+                .field(node, field)
+                .is_some_and(|side| mentions_through_arithmetic(checker, side, name, depth + 1))
+        });
+    }
+    false
+}
+
+/// Whether a container outlives a call of the function holding it: `self.history`, or a
+/// tensor reached through a parameter or a global (`stats.device_stat("loss")`).
+pub fn outlives_function<'a>(checker: &Checker<'a>, container: Node<'a>) -> bool {
+    if container.kind_id() == KINDS.attribute {
+        return true;
+    }
+    if container.kind_id() != KINDS.call {
+        return false;
+    }
+    let mut root = container;
+    loop {
+        let next = if root.kind_id() == KINDS.call {
+            checker.field(root, FIELDS.function)
+        } else if root.kind_id() == KINDS.attribute {
+            checker.field(root, FIELDS.object)
+        } else {
+            break;
+        };
+        match next {
+            Some(next) => root = next,
+            None => return false,
+        }
+    }
+    if root.kind_id() != KINDS.identifier || root.id() == container.id() {
+        return false;
+    }
+    let Some(function) = checker.analysis.enclosing_function(container) else {
+        return true;
+    };
+    let scope = checker.analysis.scope_at(container);
+    match checker
+        .model
+        .scopes
+        .lookup(scope, checker.node_text(root), root.start_byte())
+    {
+        Some((found_in, bindings)) => {
+            found_in != scope
+                || bindings
+                    .iter()
+                    .all(|b| matches!(b.site, Site::Parameter { function: f, .. } if f.id() == function.id()))
+        }
+        None => true,
+    }
+}
+
+/// A literal key: the same slot on every iteration.
+fn is_constant_key(kind: u16) -> bool {
+    kind == KINDS.string
+        || kind == KINDS.integer
+        || kind == KINDS.true_
+        || kind == KINDS.false_
+        || kind == KINDS.none
+        || kind == KINDS.concatenated_string
 }
 
 /// Whether a statement can be an accumulation at all, from the recorded call name or the
@@ -188,12 +291,20 @@ fn accumulation_shaped<'a>(checker: &Checker<'a>, node: Node<'a>, kind: u16) -> 
     if kind == KINDS.call {
         return matches!(
             checker.call_name(node),
-            Some("append" | "extend" | "insert")
+            Some("append" | "extend" | "insert" | "add_")
         );
     }
     // Over the first line's bytes, with searchers built once: this runs at every assignment
     // of the file.
-    let text = first_line(checker.node_text(node)).as_bytes();
+    let whole = checker.node_text(node);
+    let line = first_line(whole);
+    // A statement continued in parentheses (`ema = (\n  a * loss + (1 - a) * ema\n)`): its
+    // first lines, as far as a long literal would not cost.
+    let text = if line.trim_end().ends_with(['(', '\\']) {
+        &whole.as_bytes()[..whole.len().min(line.len() + 400)]
+    } else {
+        line.as_bytes()
+    };
     if kind == KINDS.augmented_assignment {
         return PLUS_EQUALS.find(text).is_some() || MINUS_EQUALS.find(text).is_some();
     }
@@ -406,9 +517,12 @@ pub fn reset_in_loop<'a>(checker: &Checker<'a>, loop_node: Node<'a>, name: &str)
             return true;
         }
         line.strip_prefix(&assignment).is_some_and(|value| {
-            !value
-                .split(|c: char| !c.is_alphanumeric() && c != '_' && c != '.')
-                .any(|word| word == name)
+            // A value continued on the next lines is not read here: not a reset.
+            let continued = value.trim_end().ends_with(['(', '[', '{', '\\', ',']);
+            !continued
+                && !value
+                    .split(|c: char| !c.is_alphanumeric() && c != '_' && c != '.')
+                    .any(|word| word == name)
         })
     })
 }

@@ -83,12 +83,29 @@ fn check_accumulation<'a>(
 ) {
     // Outside loops only `self.x` containers of per-batch functions can accumulate; ask that
     // before any value facts.
-    if checker.enclosing_loops().is_empty() && container.kind_id() != KINDS.attribute {
+    if checker.enclosing_loops().is_empty() && !super::outlives_function(checker, container) {
         return;
+    }
+    // Under `no_grad` the accumulating operation records nothing (`total += loss` makes a
+    // tensor without a graph); only a stored object keeps the graph it was made with.
+    if checker.grad_mode(statement) == crate::checker::GradMode::Disabled {
+        let stores_object = matches!(how, How::Append | How::Store)
+            && matches!(value.kind_id(), k if k == KINDS.identifier || k == KINDS.attribute || k == KINDS.subscript);
+        if !stores_object {
+            return;
+        }
     }
     let analysis = &checker.analysis;
     let facts = analysis.facts(value);
-    if facts.graph != Tri::Yes && !backpropagated_in_loop(checker, value) {
+    // `losses.append(loss_fn(x))` then `losses[-1].backward()`: what goes in is backpropagated.
+    let backpropagated_element = how == How::Append
+        && checker.enclosing_loops().first().is_some_and(|l| {
+            checker
+                .analysis
+                .backpropagated_in(*l, checker.node_text(container))
+        });
+    if facts.graph != Tri::Yes && !backpropagated_element && !backpropagated_in_loop(checker, value)
+    {
         return;
     }
     let container_facts = analysis.facts(container);
@@ -118,7 +135,7 @@ fn check_accumulation<'a>(
     }
     let evidence = match first_per_batch(checker, &loops) {
         Some((loop_node, why)) => Some((loop_header(checker, loop_node), why)),
-        None if loops.is_empty() && container.kind_id() == KINDS.attribute => {
+        None if loops.is_empty() && super::outlives_function(checker, container) => {
             per_batch_function(checker)
         }
         None => None,
@@ -293,7 +310,13 @@ fn detaches<'a>(checker: &Checker<'a>, node: Node<'a>) -> bool {
 /// Whether the value is (an expression of) a variable the loop calls `.backward()` on: then it
 /// certainly carries a graph, whatever produced it (`loss = self._loss_fn(...)`).
 fn backpropagated_in_loop<'a>(checker: &Checker<'a>, value: Node<'a>) -> bool {
-    let Some(loop_node) = checker.enclosing_loops().first().copied() else {
+    // The loop, or outside loops the step function itself.
+    let Some(loop_node) = checker
+        .enclosing_loops()
+        .first()
+        .copied()
+        .or_else(|| checker.current_function().map(|(function, _)| function))
+    else {
         return false;
     };
     let region = checker.node_text(loop_node);
@@ -304,9 +327,19 @@ fn backpropagated_in_loop<'a>(checker: &Checker<'a>, value: Node<'a>) -> bool {
     {
         return false;
     }
-    text.split(|c: char| !c.is_alphanumeric() && c != '_' && c != '.')
-        .filter(|word| !word.is_empty() && !word.starts_with(|c: char| c.is_ascii_digit()))
-        .any(|word| region.contains(&format!("{word}.backward(")))
+    let words = || {
+        text.split(|c: char| !c.is_alphanumeric() && c != '_' && c != '.')
+            .filter(|word| !word.is_empty() && !word.starts_with(|c: char| c.is_ascii_digit()))
+    };
+    words().any(|word| region.contains(&format!("{word}.backward(")))
+        // What the loop backpropagates through, by any spelling of the backward call
+        // (`scaler.scale(loss).backward()`, `accelerator.backward(loss)`) and what the
+        // backpropagated loss was computed from (`loss = sum(losses)`).
+        || checker
+            .analysis
+            .combined_names(value)
+            .into_iter()
+            .any(|name| checker.analysis.backpropagated_in(loop_node, name))
 }
 
 /// Whether `container.backward()` is called in the same function: the accumulated loss is
