@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 
 use crate::diagnostic::{Diagnostic, Fix, Label, Severity};
-use crate::project::{Assumption, FunctionKey};
+use crate::project::{Assumption, FunctionKey, GraphCall};
 use crate::semantic::facts::Question;
 use crate::semantic::summary::{Demand, FileSummary};
 use crate::settings::Settings;
@@ -62,6 +62,8 @@ struct Entry {
     demand: Demand,
     #[serde(default)]
     questions: Vec<Question>,
+    #[serde(default)]
+    graph_calls: Vec<GraphCall>,
 }
 
 /// What the cache holds for a file: its findings, and its project facts.
@@ -69,6 +71,7 @@ pub struct Cached {
     pub diagnostics: Vec<Diagnostic>,
     pub summary: FileSummary,
     pub questions: Vec<Question>,
+    pub graph_calls: Vec<GraphCall>,
 }
 
 /// What a freshly linted file leaves in the cache.
@@ -77,6 +80,7 @@ pub struct Fresh<'a> {
     pub summary: &'a FileSummary,
     pub demand: &'a Demand,
     pub questions: &'a [Question],
+    pub graph_calls: &'a [GraphCall],
 }
 
 /// A [`Diagnostic`] with its rule named by code (looked up again in the settings' registry).
@@ -170,6 +174,7 @@ impl Cache {
             diagnostics,
             summary: entry.summary.clone(),
             questions: entry.questions.clone(),
+            graph_calls: entry.graph_calls.clone(),
         })
     }
 
@@ -189,6 +194,7 @@ impl Cache {
             summary: fresh.summary.clone(),
             demand: fresh.demand.clone(),
             questions: fresh.questions.to_vec(),
+            graph_calls: fresh.graph_calls.to_vec(),
             diagnostics: fresh
                 .diagnostics
                 .iter()

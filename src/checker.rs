@@ -114,6 +114,8 @@ pub struct CheckOutcome {
     pub summary: FileSummary,
     /// What the file asked the project's fact base.
     pub questions: Vec<Question>,
+    /// Calls that pass a graph-carrying tensor to the project's functions.
+    pub graph_calls: Vec<crate::project::GraphCall>,
 }
 
 /// Runs every enabled rule over one parsed file in a single walk; with a project, the file's
@@ -190,6 +192,7 @@ pub fn check<'a>(
         internal_errors: failed,
         summary,
         questions: checker.analysis.take_questions(),
+        graph_calls: checker.analysis.take_graph_calls(),
     }
 }
 

@@ -53,6 +53,8 @@ pub struct LintOutcome {
     pub summary: FileSummary,
     /// What this file asked the project's fact base, with the answers its findings rest on.
     pub questions: Vec<Question>,
+    /// Calls that pass a graph-carrying tensor to the project's functions.
+    pub graph_calls: Vec<crate::project::GraphCall>,
 }
 
 /// A file's place in a project: the fact base it reads other files' facts from, and which of
@@ -157,6 +159,10 @@ pub fn lint_parsed_in(
             && !settings.is_ignored_for_file(source.name(), &diagnostic.rule)
     });
     diagnostic::sort(source, &mut diagnostics);
+    // Outside a project, only this file's own calls can confirm what waits for a caller.
+    if project.is_none() {
+        crate::project::keep_graph_argument_findings(&mut diagnostics, &checked.graph_calls);
+    }
     diagnostics.dedup_by(|a, b| a.rule.code == b.rule.code && a.range == b.range);
     LintOutcome {
         diagnostics,
@@ -164,6 +170,7 @@ pub fn lint_parsed_in(
         called,
         summary: checked.summary,
         questions: checked.questions,
+        graph_calls: checked.graph_calls,
     }
 }
 

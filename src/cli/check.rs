@@ -14,7 +14,7 @@ use crate::cache::{self, Cache, ContentHash};
 use crate::checker::InternalError;
 use crate::diagnostic::FileDiagnostics;
 use crate::discovery::{self, FileError, LintTarget};
-use crate::project::{self, Assumption, CalledNames, FunctionKey, ProjectFile};
+use crate::project::{self, Assumption, CalledNames, FunctionKey, GraphCall, ProjectFile};
 use crate::render::{self, OutputFormat, Report};
 use crate::rules::RuleMeta;
 use crate::settings::Settings;
@@ -110,7 +110,9 @@ pub fn run(args: CheckArgs) -> u8 {
         let linted = lint_files::lint_targets(&discovered.targets, args.parse_only, cache.as_ref());
         let mut hashes = Vec::with_capacity(linted.len());
         let mut called = Vec::with_capacity(linted.len());
+        let mut graph_calls = Vec::new();
         for linted in linted {
+            graph_calls.extend(linted.graph_calls);
             if let Some(warning) = linted.warning
                 && !args.quiet
             {
@@ -125,6 +127,7 @@ pub fn run(args: CheckArgs) -> u8 {
             hashes: &hashes,
             called: &called,
         };
+        keep_findings_with_graph_arguments(&mut outcomes, &graph_calls);
         apply_project_facts(&mut outcomes, &facts, cache.as_ref());
         linted_paths = discovered
             .targets
@@ -261,6 +264,16 @@ struct ProjectFacts<'a> {
     called: &'a [Option<CalledNames>],
 }
 
+/// Keeps a finding on a line that keeps a parameter (`self.sum += val`) only if some call in
+/// the run passes a graph-carrying tensor for it.
+fn keep_findings_with_graph_arguments(outcomes: &mut [Outcome], calls: &[GraphCall]) {
+    for outcome in outcomes.iter_mut() {
+        if let Outcome::Linted { file, .. } = outcome {
+            project::keep_graph_argument_findings(&mut file.diagnostics, calls);
+        }
+    }
+}
+
 /// The second pass: drops the findings whose function the other files of the run only call
 /// with grad disabled (`project`).
 fn apply_project_facts(outcomes: &mut [Outcome], facts: &ProjectFacts<'_>, cache: Option<&Cache>) {
@@ -272,6 +285,7 @@ fn apply_project_facts(outcomes: &mut [Outcome], facts: &ProjectFacts<'_>, cache
         })
         .flatten()
         .filter_map(|diagnostic| diagnostic.assumption.clone())
+        .filter(|assumption| matches!(assumption, Assumption::EnteredWithGrad { .. }))
         .collect();
     if assumptions.is_empty() {
         return;
@@ -315,7 +329,7 @@ fn apply_project_facts(outcomes: &mut [Outcome], facts: &ProjectFacts<'_>, cache
                     Some(Assumption::EnteredWithGrad { function, .. }) => {
                         !no_grad.contains(function)
                     }
-                    None => true,
+                    _ => true,
                 });
         }
     }

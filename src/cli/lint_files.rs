@@ -17,7 +17,7 @@ use crate::linter::{self, ProjectContext, SourceKind};
 use crate::notebook;
 use crate::parse;
 use crate::project::imports::{self, Import};
-use crate::project::{CalledNames, schedule};
+use crate::project::{CalledNames, GraphCall, schedule};
 use crate::semantic::facts::{FactBase, Question};
 use crate::semantic::summary::{Demand, FileSummary};
 use crate::settings::Settings;
@@ -31,6 +31,8 @@ pub(super) struct Linted {
     pub called: Option<CalledNames>,
     /// Something to tell the user that does not stop the file being linted.
     pub warning: Option<String>,
+    /// Calls that pass a graph-carrying tensor to the project's functions.
+    pub graph_calls: Vec<GraphCall>,
 }
 
 /// Lints the targets as one project; `parse_only` only reads and parses them.
@@ -51,6 +53,7 @@ pub(super) fn lint_targets(
                         hash: None,
                         called,
                         warning: None,
+                        graph_calls: Vec::new(),
                     }
                 }
                 Err(linted) => linted,
@@ -181,6 +184,7 @@ fn read(target: &LintTarget) -> Result<Vec<u8>, Linted> {
             hash: None,
             called: None,
             warning: None,
+            graph_calls: Vec::new(),
         }
     })
 }
@@ -221,6 +225,7 @@ fn lint_in_project(
             hash: None,
             called,
             warning,
+            graph_calls: extra.graph_calls,
         };
         return (linted, extra.summary, extra.questions);
     };
@@ -247,6 +252,7 @@ fn lint_in_project(
             hash: Some(hash),
             called: None,
             warning,
+            graph_calls: cached.graph_calls,
         };
         return (linted, cached.summary, cached.questions);
     }
@@ -263,6 +269,7 @@ fn lint_in_project(
         summary: &extra.summary,
         demand,
         questions: &extra.questions,
+        graph_calls: &extra.graph_calls,
     };
     match &outcome {
         Outcome::Clean => cache.put(&target.path, &shown, hash, &target.settings, fresh(&[])),
@@ -283,6 +290,7 @@ fn lint_in_project(
         hash: Some(hash),
         called,
         warning,
+        graph_calls: extra.graph_calls,
     };
     (linted, extra.summary, extra.questions)
 }
@@ -292,6 +300,7 @@ fn lint_in_project(
 pub(super) struct Extra {
     summary: FileSummary,
     questions: Vec<Question>,
+    graph_calls: Vec<GraphCall>,
 }
 
 /// The text the linter reads from a file's bytes, and its findings point into: a notebook's
@@ -333,6 +342,7 @@ pub(super) fn lint_bytes(
     if let Some(extra) = extra {
         extra.summary = outcome.summary;
         extra.questions = outcome.questions;
+        extra.graph_calls = outcome.graph_calls;
     }
     let called = Some(outcome.called);
     if outcome.diagnostics.is_empty() && outcome.internal_errors.is_empty() {

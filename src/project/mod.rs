@@ -50,6 +50,91 @@ pub enum Assumption {
         function: FunctionKey,
         framework_hook: bool,
     },
+    /// The finding (on a line that keeps a parameter, `self.sum += val`) holds if some call in
+    /// the run passes a graph-carrying tensor for that parameter of `function` (by its
+    /// canonical name, see `FactBase::canonical`) — in code that runs per batch, when the
+    /// line adds to what it keeps (`per_batch`).
+    GraphArgument {
+        function: String,
+        parameter: u32,
+        name: String,
+        per_batch: bool,
+        expects: crate::semantic::stores::Expects,
+    },
+}
+
+/// A call that passes a graph-carrying tensor to one of the project's functions: what a
+/// [`Assumption::GraphArgument`] finding waits for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct GraphCall {
+    /// The callee's canonical name.
+    pub function: String,
+    /// The parameter the tensor is passed as: its index (`self` is 0) or keyword.
+    pub parameter: Option<u32>,
+    pub keyword: Option<String>,
+    /// The call runs once per batch (a training or evaluation loop, a step function).
+    pub per_batch: bool,
+    /// It passes a list or tuple of tensors, not one.
+    pub container: bool,
+    /// Where, for the message: `path:line`.
+    pub site: String,
+}
+
+impl GraphCall {
+    /// Whether this call satisfies a finding's [`Assumption::GraphArgument`].
+    pub fn satisfies(
+        &self,
+        function: &str,
+        parameter: u32,
+        name: &str,
+        per_batch: bool,
+        expects: crate::semantic::stores::Expects,
+    ) -> bool {
+        use crate::semantic::stores::Expects;
+        self.function == function
+            && (self.parameter == Some(parameter) || self.keyword.as_deref() == Some(name))
+            && (self.per_batch || !per_batch)
+            && match expects {
+                Expects::Any => true,
+                Expects::Container => self.container,
+                Expects::Tensor => !self.container,
+            }
+    }
+}
+
+/// Keeps a finding that waits for a graph-carrying argument (`Assumption::GraphArgument`)
+/// only if one of `calls` passes one, and says where; drops the others.
+pub fn keep_graph_argument_findings(
+    diagnostics: &mut Vec<crate::diagnostic::Diagnostic>,
+    calls: &[GraphCall],
+) {
+    let mut kept = Vec::with_capacity(diagnostics.len());
+    for mut diagnostic in std::mem::take(diagnostics) {
+        let Some(Assumption::GraphArgument {
+            function,
+            parameter,
+            name,
+            per_batch,
+            expects,
+        }) = &diagnostic.assumption
+        else {
+            kept.push(diagnostic);
+            continue;
+        };
+        let Some(call) = calls
+            .iter()
+            .find(|call| call.satisfies(function, *parameter, name, *per_batch, *expects))
+        else {
+            continue;
+        };
+        diagnostic.message = diagnostic.message.replace("{caller}", &call.site);
+        diagnostic.assumption = None;
+        kept.push(diagnostic);
+    }
+    // A finding the file made for a caller of its own (`meter.update(loss)` beside the meter)
+    // may now be there twice; they are sorted, so twins are neighbours.
+    kept.dedup_by(|a, b| a.rule.code == b.rule.code && a.range == b.range);
+    *diagnostics = kept;
 }
 
 /// A file of the run, as the second pass reads it.
@@ -177,7 +262,10 @@ pub fn no_grad_functions(
         let Assumption::EnteredWithGrad {
             function,
             framework_hook,
-        } = assumption;
+        } = assumption
+        else {
+            continue;
+        };
         if *framework_hook {
             hooks.insert(function.clone());
         }

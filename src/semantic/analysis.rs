@@ -8,7 +8,7 @@ use std::cell::{OnceCell, RefCell};
 use rustc_hash::FxHashMap as HashMap;
 use tree_sitter::Node;
 
-use super::facts::{Ask, FactBase, Question};
+use super::facts::{Answer, Ask, FactBase, Question};
 use super::grad::GradInfo;
 use super::modules::ModuleInfo;
 use super::scope::ScopeId;
@@ -39,6 +39,10 @@ pub struct Analysis<'a> {
     questions: RefCell<Vec<Question>>,
     /// The texts of values the file uses as models (`instances::used_as_module`).
     pub(super) module_evidence: OnceCell<rustc_hash::FxHashSet<&'a str>>,
+    /// The names of this file's methods that keep a parameter (`stores`).
+    storing_methods: OnceCell<rustc_hash::FxHashSet<&'a str>>,
+    /// Calls of the project's functions that pass a graph-carrying tensor.
+    graph_calls: RefCell<Vec<crate::project::GraphCall>>,
     /// Per loop, the names it backpropagates through (`backprop`).
     pub(super) backpropagated: RefCell<super::backprop::Backpropagated<'a>>,
     /// Functions by node id, and whether they run a forward pass (`forward`).
@@ -77,6 +81,8 @@ impl<'a> Analysis<'a> {
             module_evidence: OnceCell::new(),
             runs_forward_memo: RefCell::new(HashMap::default()),
             backpropagated: RefCell::new(HashMap::default()),
+            graph_calls: RefCell::new(Vec::new()),
+            storing_methods: OnceCell::new(),
         }
     }
 
@@ -99,6 +105,18 @@ impl<'a> Analysis<'a> {
         })
     }
 
+    /// Records a call that passes a graph-carrying tensor to a function of the project.
+    pub fn record_graph_call(&self, call: crate::project::GraphCall) {
+        let mut calls = self.graph_calls.borrow_mut();
+        if !calls.contains(&call) {
+            calls.push(call);
+        }
+    }
+
+    pub fn take_graph_calls(&self) -> Vec<crate::project::GraphCall> {
+        std::mem::take(&mut *self.graph_calls.borrow_mut())
+    }
+
     /// The questions asked of the fact base so far, without repeats.
     pub fn take_questions(&self) -> Vec<Question> {
         let mut questions = std::mem::take(&mut *self.questions.borrow_mut());
@@ -110,32 +128,62 @@ impl<'a> Analysis<'a> {
     /// Asks the fact base (or, outside a project, the framework table) about an imported
     /// name; `qualified` as the file's imports spell it (relative imports included).
     pub fn ask(&self, ask: Ask) -> Option<ValueFacts> {
+        self.ask_answer(ask).facts()
+    }
+
+    /// [`Analysis::ask`], with the whole answer.
+    pub fn ask_answer(&self, mut ask: Ask) -> Answer {
         let Some(project) = self.project else {
-            return match &ask {
+            let facts = match &ask {
                 Ask::Call(name) => super::frameworks::call_result(name),
                 Ask::Value(name) => super::frameworks::value_of(name),
                 Ask::ModuleClass(name) => super::frameworks::is_module_base(name)
                     .then(|| super::facts::module_facts(super::values::Kind::Module)),
-                Ask::RunsForward(_) | Ask::Trains(_) | Ask::GradDisabled(_) | Ask::Defines(_) => {
-                    None
-                }
+                _ => None,
             };
+            return facts.map_or(Answer::Unknown, Answer::Facts);
         };
-        let ask = match ask {
-            Ask::Call(name) => Ask::Call(absolute(&name, project.module)),
-            Ask::Value(name) => Ask::Value(absolute(&name, project.module)),
-            Ask::ModuleClass(name) => Ask::ModuleClass(absolute(&name, project.module)),
-            Ask::RunsForward(name) => Ask::RunsForward(absolute(&name, project.module)),
-            Ask::Trains(name) => Ask::Trains(absolute(&name, project.module)),
-            Ask::GradDisabled(name) => Ask::GradDisabled(absolute(&name, project.module)),
-            Ask::Defines(name) => Ask::Defines(absolute(&name, project.module)),
-        };
+        let name = ask.name_mut();
+        *name = absolute(name, project.module);
         let answer = project.facts.answer(&ask, project.file);
         if std::env::var_os("TORCHLINT_DEBUG_FACTS").is_some() {
             eprintln!("ask {:?} from {} -> {:?}", ask, project.module, answer);
         }
-        self.questions.borrow_mut().push(Question { ask, answer });
+        self.questions.borrow_mut().push(Question {
+            ask,
+            answer: answer.clone(),
+        });
         answer
+    }
+
+    /// The name a function of the project has where it is defined (see
+    /// [`FactBase::canonical`]); `qualified` as this file spells it.
+    pub fn canonical(&self, qualified: &str) -> Option<String> {
+        let project = self.project?;
+        project
+            .facts
+            .canonical(&absolute(qualified, project.module), project.file)
+    }
+
+    /// Whether a method of this name may keep a parameter: one of the file's own methods
+    /// does, or a summarised one of the project.
+    pub fn may_store(&self, method: &str) -> bool {
+        let own = self.storing_methods.get_or_init(|| {
+            self.model
+                .classes
+                .iter()
+                .flat_map(|class| class.methods.iter())
+                .filter(|(_, function)| !self.stores_of(*function).is_empty())
+                .map(|(name, _)| *name)
+                .collect()
+        });
+        own.contains(method) || self.project.is_some_and(|p| p.facts.may_store(method))
+    }
+
+    /// The dotted path of this file in the project (its functions' canonical names start with
+    /// it).
+    pub fn module_path(&self) -> Option<&'a str> {
+        self.project.map(|project| project.module)
     }
 
     /// The `self.<attribute> = ...` assignments of the file, in document order.

@@ -15,6 +15,7 @@ use rustc_hash::FxHashMap as HashMap;
 use serde::{Deserialize, Serialize};
 
 use super::frameworks;
+use super::stores::StoredParameter;
 use super::summary::{ClassSummary, FileSummary, FunctionSummary, Symbol};
 use super::values::{Kind, Tri, ValueFacts};
 
@@ -28,6 +29,9 @@ pub struct FactBase {
     /// Files by the last component of their dotted path.
     by_last: HashMap<String, Vec<u32>>,
     summaries: Vec<OnceLock<Arc<FileSummary>>>,
+    /// The names of the methods some summary says keep a parameter (`update`,
+    /// `__setitem__`): a call of another name needs no lookup.
+    storing_methods: std::sync::RwLock<rustc_hash::FxHashSet<String>>,
 }
 
 /// What a qualified name refers to.
@@ -45,11 +49,41 @@ pub enum Lookup<'f> {
 }
 
 /// A question a file asked the fact base, and the answer it got: the file's findings hold as
-/// long as the answers do. Yes-or-no questions are answered `Some` for yes.
+/// long as the answers do.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Question {
     pub ask: Ask,
-    pub answer: Option<ValueFacts>,
+    pub answer: Answer,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Answer {
+    /// Nothing is known.
+    #[default]
+    Unknown,
+    Facts(ValueFacts),
+    Yes,
+    /// The parameters a function keeps beyond the call.
+    Stores(Vec<StoredParameter>),
+}
+
+impl Answer {
+    /// The answer as value facts (`Yes` as [`YES`]).
+    pub fn facts(&self) -> Option<ValueFacts> {
+        match self {
+            Answer::Facts(facts) => Some(*facts),
+            Answer::Yes => Some(YES),
+            Answer::Unknown | Answer::Stores(_) => None,
+        }
+    }
+
+    fn from_facts(facts: Option<ValueFacts>) -> Answer {
+        facts.map_or(Answer::Unknown, Answer::Facts)
+    }
+
+    fn yes_if(yes: bool) -> Answer {
+        if yes { Answer::Yes } else { Answer::Unknown }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -68,6 +102,24 @@ pub enum Ask {
     GradDisabled(String),
     /// Whether a module of the run defines this name (for `from m import *`).
     Defines(String),
+    /// Which parameters this function keeps beyond the call.
+    Stores(String),
+}
+
+impl Ask {
+    /// The qualified name asked about.
+    pub fn name_mut(&mut self) -> &mut String {
+        match self {
+            Ask::Call(name)
+            | Ask::Value(name)
+            | Ask::ModuleClass(name)
+            | Ask::RunsForward(name)
+            | Ask::Trains(name)
+            | Ask::GradDisabled(name)
+            | Ask::Defines(name)
+            | Ask::Stores(name) => name,
+        }
+    }
 }
 
 impl FactBase {
@@ -93,6 +145,7 @@ impl FactBase {
             modules,
             by_last,
             summaries,
+            storing_methods: std::sync::RwLock::default(),
         }
     }
 
@@ -116,7 +169,33 @@ impl FactBase {
 
     /// Records a file's summary (once: a file is summarised when it is linted).
     pub fn set_summary(&self, file: usize, summary: Arc<FileSummary>) {
+        let storing: Vec<String> = summary
+            .names
+            .iter()
+            .filter_map(|(_, symbol)| match symbol {
+                Symbol::Class(class) => Some(class),
+                _ => None,
+            })
+            .flat_map(|class| class.methods.iter())
+            .filter(|(_, method)| !method.stores.is_empty())
+            .map(|(name, _)| name.clone())
+            .collect();
+        if !storing.is_empty() {
+            let mut names = self
+                .storing_methods
+                .write()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            names.extend(storing);
+        }
         let _ = self.summaries[file].set(summary);
+    }
+
+    /// Whether some summarised method of this name keeps a parameter.
+    pub fn may_store(&self, method: &str) -> bool {
+        self.storing_methods
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .contains(method)
     }
 
     pub fn summary(&self, file: usize) -> Option<&FileSummary> {
@@ -314,31 +393,71 @@ impl FactBase {
     }
 
     /// Answers a recorded question again, with the summaries there are now.
-    pub fn answer(&self, ask: &Ask, importer: Option<usize>) -> Option<ValueFacts> {
+    pub fn answer(&self, ask: &Ask, importer: Option<usize>) -> Answer {
         match ask {
-            Ask::Call(name) => self.call_result(name, importer),
-            Ask::Value(name) => self.value_of(name, importer),
+            Ask::Call(name) => Answer::from_facts(self.call_result(name, importer)),
+            Ask::Value(name) => Answer::from_facts(self.value_of(name, importer)),
             Ask::ModuleClass(name) => {
-                (self.is_module_class(name, importer) == Some(true)).then_some(YES)
+                Answer::yes_if(self.is_module_class(name, importer) == Some(true))
             }
-            Ask::RunsForward(name) => self
-                .function(name, importer)
-                .filter(|f| f.runs_forward && !f.grad_disabled)
-                .map(|_| YES),
-            Ask::Trains(name) => self
-                .function(name, importer)
-                .filter(|f| f.trains)
-                .map(|_| YES),
-            Ask::GradDisabled(name) => self
-                .function(name, importer)
-                .filter(|f| f.grad_disabled)
-                .map(|_| YES),
-            Ask::Defines(name) => matches!(
+            Ask::RunsForward(name) => Answer::yes_if(
+                self.function(name, importer)
+                    .is_some_and(|f| f.runs_forward && !f.grad_disabled),
+            ),
+            Ask::Trains(name) => {
+                Answer::yes_if(self.function(name, importer).is_some_and(|f| f.trains))
+            }
+            Ask::GradDisabled(name) => Answer::yes_if(
+                self.function(name, importer)
+                    .is_some_and(|f| f.grad_disabled),
+            ),
+            Ask::Defines(name) => Answer::yes_if(matches!(
                 self.lookup(name, importer),
                 Lookup::Symbol(_) | Lookup::Method(..)
-            )
-            .then_some(YES),
+            )),
+            Ask::Stores(name) => match self.function(name, importer) {
+                Some(function) if !function.stores.is_empty() => {
+                    Answer::Stores(function.stores.clone())
+                }
+                _ => Answer::Unknown,
+            },
         }
+    }
+
+    /// The name a qualified name has in the file that defines it (`pkg.Net` re-exported from
+    /// `pkg/models.py` is `<path>.pkg.models.Net`): the same for every importer.
+    pub fn canonical(&self, qualified: &str, importer: Option<usize>) -> Option<String> {
+        self.canonical_at_depth(qualified, importer, 0)
+    }
+
+    fn canonical_at_depth(
+        &self,
+        qualified: &str,
+        importer: Option<usize>,
+        depth: usize,
+    ) -> Option<String> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        let parts: Vec<&str> = qualified.split('.').collect();
+        for split in (1..=parts.len()).rev() {
+            let module = parts[..split].join(".");
+            let Some(file) = self.module_file(&module, importer) else {
+                continue;
+            };
+            let rest = &parts[split..];
+            let first = rest.first()?;
+            if let Some(Symbol::Import(target)) = self.summary(file).and_then(|s| s.get(first)) {
+                let mut target = target.clone();
+                for part in &rest[1..] {
+                    target.push('.');
+                    target.push_str(part);
+                }
+                return self.canonical_at_depth(&target, Some(file), depth + 1);
+            }
+            return Some(format!("{}.{}", self.modules[file], rest.join(".")));
+        }
+        None
     }
 }
 

@@ -300,7 +300,7 @@ impl<'a> Analysis<'a> {
     }
 
     /// A method of a class of the file, or of its bases in the file.
-    pub(super) fn local_method(&self, class: usize, method: &str) -> Option<Node<'a>> {
+    pub fn local_method(&self, class: usize, method: &str) -> Option<Node<'a>> {
         let mut pending = vec![class];
         let mut seen = Vec::new();
         while let Some(class) = pending.pop() {

@@ -16,6 +16,7 @@ pub mod instances;
 pub mod modules;
 pub mod scope;
 pub mod steps;
+pub mod stores;
 pub mod summary;
 pub mod training;
 pub mod values;

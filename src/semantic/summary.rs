@@ -13,6 +13,7 @@ use tree_sitter::Node;
 
 use super::analysis::Analysis;
 use super::scope::{BindingKind, Site};
+use super::stores::StoredParameter;
 use super::values::{Kind, Tri, ValueFacts};
 use crate::parse::{FIELDS, KINDS};
 
@@ -65,6 +66,9 @@ pub struct FunctionSummary {
     pub grad_disabled: bool,
     /// Calls a backward or an optimizer step: it trains.
     pub trains: bool,
+    /// The parameters it keeps on `self` (a method's `self.sum += val`).
+    #[serde(default)]
+    pub stores: Vec<StoredParameter>,
 }
 
 /// What a name or a call evaluates to.
@@ -235,7 +239,7 @@ fn class_summary(analysis: &Analysis<'_>, module: &str, index: usize) -> ClassSu
     let methods = class
         .methods
         .iter()
-        .filter(|(name, _)| !name.starts_with("__") || *name == "__call__")
+        .filter(|(name, _)| !name.starts_with("__") || matches!(*name, "__call__" | "__setitem__"))
         .map(|(name, node)| {
             (
                 (*name).to_owned(),
@@ -272,12 +276,16 @@ fn function_summary<'a>(
             }
         };
     }
-    let _ = first_parameter;
     FunctionSummary {
         returns: summary,
         runs_forward: analysis.runs_forward(function),
         grad_disabled: analysis.grad().disabled_by_decorator(function),
         trains: facts.is_some_and(|f| f.contains_training),
+        stores: if first_parameter == 1 {
+            analysis.stored_parameters(function)
+        } else {
+            Vec::new()
+        },
     }
 }
 

@@ -408,6 +408,18 @@ impl<'a> Analysis<'a> {
         self.facts_at_depth(node, 0, &[])
     }
 
+    /// The facts of an expression if the `index`th parameter of `function` held a value with
+    /// these facts (what a helper keeps when a caller passes it a graph-carrying tensor).
+    pub fn facts_given_parameter(
+        &self,
+        node: Node<'a>,
+        function: Node<'a>,
+        index: u32,
+        parameter: ValueFacts,
+    ) -> ValueFacts {
+        self.facts_at_depth(node, 0, &[(function.id(), index, parameter)])
+    }
+
     fn facts_at_depth(
         &self,
         node: Node<'a>,
@@ -666,7 +678,7 @@ impl<'a> Analysis<'a> {
                     .unwrap_or_default();
                 before.combine(right)
             }
-            Site::Loop { iterable, .. } => self.loop_item_facts(iterable),
+            Site::Loop { iterable, .. } => self.loop_item_facts_given(iterable, depth, arguments),
             Site::Parameter { function, index } => {
                 if let Some((_, _, facts)) = arguments
                     .iter()
@@ -780,7 +792,30 @@ impl<'a> Analysis<'a> {
     }
 
     /// An item of `for x in iterable`.
-    fn loop_item_facts(&self, iterable: Node<'a>) -> ValueFacts {
+    fn loop_item_facts_given(
+        &self,
+        iterable: Node<'a>,
+        depth: usize,
+        arguments: &[(usize, u32, ValueFacts)],
+    ) -> ValueFacts {
+        // `for v in losses`, `for i, v in enumerate(losses)` over graph-carrying tensors (a
+        // helper's parameter bound to what its caller passes).
+        if !arguments.is_empty() {
+            let mut inner = iterable;
+            if inner.kind_id() == KINDS.call
+                && let Some(callee) = inner.child_by_field_id(FIELDS.function)
+                && matches!(self.text(callee), "enumerate" | "zip" | "reversed")
+                && let Some(first) = inner
+                    .child_by_field_id(FIELDS.arguments)
+                    .and_then(|a| a.named_child(0))
+            {
+                inner = first;
+            }
+            let facts = self.facts_at_depth(inner, depth, arguments);
+            if facts.graph == Tri::Yes && matches!(facts.kind, Kind::Tensor | Kind::Container) {
+                return ValueFacts::tensor(Tri::Yes, facts.device, facts.float64);
+            }
+        }
         let iterable_facts = self.facts(iterable);
         if iterable_facts.kind == Kind::Module {
             // `for layer in self.layers` over an `nn.ModuleList`.
@@ -1773,6 +1808,8 @@ fn is_activation_parameter(function: Node<'_>, index: u32, name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
     !has_default
         && ![
+            "resolution",
+            "dimension",
             "ids",
             "mask",
             "label",

@@ -26,13 +26,56 @@ impl Check for MissingDetach {
         checker: &Checker<'a>,
         out: &mut Vec<Diagnostic>,
     ) {
+        super::record_graph_arguments(checker, node);
         let start = out.len();
         self.check_grad_dependent(rule, node, checker, out);
         // Graphs are only recorded if the function runs with grad: its callers may tell.
         for diagnostic in &mut out[start..] {
             diagnostic.assumption = checker.caller_assumption(node);
         }
+        check_stored_argument(rule, node, checker, out);
     }
+}
+
+/// `self.ratio[idx] = ratio`, `self.register_buffer(name, value)` in a method: a finding if
+/// some caller in the run passes a graph-carrying tensor (kept once every file is in).
+fn check_stored_argument<'a>(
+    rule: &Arc<RuleMeta>,
+    node: Node<'a>,
+    checker: &Checker<'a>,
+    out: &mut Vec<Diagnostic>,
+) {
+    let Some(store) = checker.analysis.store_in_method(node) else {
+        return;
+    };
+    if store.accumulates || in_module_forward(checker) {
+        return;
+    }
+    // State of a model (a buffer, `register_buffer`), or a write into a tensor the object
+    // keeps (`self.ratio[idx] = ratio`): the graph stays with the model or the tensor. A
+    // plain attribute of another object only holds the last value.
+    let writes_into_tensor = store.target.kind_id() == KINDS.subscript
+        && checker
+            .field(store.target, FIELDS.value)
+            .is_some_and(|base| checker.analysis.facts(base).kind == Kind::Tensor);
+    if !writes_into_tensor && !super::in_module_method(checker, node) {
+        return;
+    }
+    let Some(assumption) = super::stored_argument_assumption(checker, &store) else {
+        return;
+    };
+    let crate::project::Assumption::GraphArgument { name, .. } = &assumption else {
+        return;
+    };
+    let message = rule
+        .message
+        .replace("{value}", name)
+        .replace("{target}", &short(checker, store.target))
+        .replace(
+            "{held}",
+            "a caller passes it a graph-carrying tensor ({caller}), whose graph stays alive on the object until the next call replaces it",
+        );
+    out.push(Diagnostic::new(rule, message, node.byte_range()).assuming(Some(assumption)));
 }
 
 impl MissingDetach {
@@ -167,10 +210,11 @@ fn check_forward_state<'a>(
         };
         let mut targets = Vec::new();
         flatten_targets(left, &mut targets);
-        // `out, self.state = self.lstm(x, self.state)` stores part of the output.
+        // `out, self.state = self.lstm(x, self.state)` stores part of the output, and
+        // `self.running_covar[:, 0] = ...` writes into a buffer of the module.
         targets
             .into_iter()
-            .find(|t| t.kind_id() == KINDS.attribute && checker.node_text(*t).starts_with("self."))
+            .find(|t| stored_on_self(checker, *t))
             .map(|target| (target, right))
     } else {
         accumulation(checker, node)
@@ -457,6 +501,22 @@ fn check_rolling_window<'a>(
             "the window is refilled on every iteration",
         ),
     );
+}
+
+/// `self.x`, or an element of it (`self.running_covar[:, 0]`): state that outlives the call.
+/// Not caches (`self.k_cache[pos] = k`): inference code keeps those on purpose.
+fn stored_on_self<'a>(checker: &Checker<'a>, target: Node<'a>) -> bool {
+    let mut base = target;
+    while base.kind_id() == KINDS.subscript {
+        match checker.field(base, FIELDS.value) {
+            Some(value) => base = value,
+            None => return false,
+        }
+    }
+    let text = checker.node_text(base);
+    base.kind_id() == KINDS.attribute
+        && text.starts_with("self.")
+        && !(base.id() != target.id() && text.to_ascii_lowercase().contains("cache"))
 }
 
 /// Whether an argument text passes the state back (`h`, `(h, c)`, `state`).

@@ -519,6 +519,8 @@ pub fn reset_in_loop<'a>(checker: &Checker<'a>, loop_node: Node<'a>, name: &str)
         line.strip_prefix(&assignment).is_some_and(|value| {
             // A value continued on the next lines is not read here: not a reset.
             let continued = value.trim_end().ends_with(['(', '[', '{', '\\', ',']);
+            // `{key: 0 for key in running}` reads only the old keys.
+            let value = value.replace(&format!(" in {name}"), " in _");
             !continued
                 && !value
                     .split(|c: char| !c.is_alphanumeric() && c != '_' && c != '.')
@@ -704,4 +706,157 @@ pub fn short<'a>(checker: &Checker<'a>, node: Node<'_>) -> String {
     } else {
         line.to_owned()
     }
+}
+
+/// The canonical name of a method of one of this file's classes (see `FactBase::canonical`).
+pub fn own_method_name(checker: &Checker<'_>, class: usize, method: &str) -> String {
+    let module = checker.analysis.module_path().unwrap_or("");
+    format!("{module}.{}.{method}", checker.model.classes[class].name)
+}
+
+/// Records a call at `node` that passes a graph-carrying tensor to a method of the project
+/// that keeps it (`meter.update(loss)`, `stats["loss"] = loss` on a collector's
+/// `__setitem__`): the storing line's finding waits for one (`Assumption::GraphArgument`).
+pub fn record_graph_arguments<'a>(checker: &Checker<'a>, node: Node<'a>) {
+    let analysis = &checker.analysis;
+    // The receiver, the method and the arguments by parameter index (`self` is 0).
+    let (receiver, method, arguments): (
+        Node<'a>,
+        &str,
+        Vec<(Option<u32>, Option<&str>, Node<'a>)>,
+    ) = if node.kind_id() == KINDS.call {
+        let Some(callee) = checker.callee(node) else {
+            return;
+        };
+        if callee.kind_id() != KINDS.attribute {
+            return;
+        }
+        let (Some(receiver), Some(method)) = (
+            checker.field(callee, FIELDS.object),
+            checker.call_name(node),
+        ) else {
+            return;
+        };
+        if matches!(
+            method,
+            "append" | "extend" | "insert" | "add_" | "item" | "backward" | "step"
+        ) {
+            return;
+        }
+        let Some(list) = checker.arguments(node) else {
+            return;
+        };
+        let mut cursor = list.walk();
+        let mut arguments = Vec::new();
+        let mut position = 1;
+        for argument in list.named_children(&mut cursor) {
+            if argument.kind_id() == KINDS.keyword_argument {
+                let (Some(name), Some(value)) = (
+                    argument.child_by_field_id(FIELDS.name),
+                    argument.child_by_field_id(FIELDS.value),
+                ) else {
+                    continue;
+                };
+                arguments.push((None, Some(checker.node_text(name)), value));
+            } else if argument.kind_id() != KINDS.list_splat
+                && argument.kind_id() != KINDS.dictionary_splat
+            {
+                arguments.push((Some(position), None, argument));
+                position += 1;
+            }
+        }
+        (receiver, method, arguments)
+    } else if node.kind_id() == KINDS.assignment {
+        // `collector["loss"] = loss`: `__setitem__(self, key, value)`.
+        let (Some(left), Some(right)) = (
+            checker.field(node, FIELDS.left),
+            checker.field(node, FIELDS.right),
+        ) else {
+            return;
+        };
+        if left.kind_id() != KINDS.subscript {
+            return;
+        }
+        let Some(receiver) = checker.field(left, FIELDS.value) else {
+            return;
+        };
+        (receiver, "__setitem__", vec![(Some(2), None, right)])
+    } else {
+        return;
+    };
+    if arguments.is_empty() || !analysis.may_store(method) {
+        return;
+    }
+    let (function, stores) = match analysis.instance_class(receiver) {
+        Some(crate::semantic::instances::ClassRef::Local(class)) => {
+            let Some(method_node) = analysis.local_method(class, method) else {
+                return;
+            };
+            (
+                own_method_name(checker, class, method),
+                analysis.stored_parameters(method_node),
+            )
+        }
+        Some(crate::semantic::instances::ClassRef::Imported(class)) => {
+            let qualified = format!("{class}.{method}");
+            let crate::semantic::facts::Answer::Stores(stores) =
+                analysis.ask_answer(crate::semantic::facts::Ask::Stores(qualified.clone()))
+            else {
+                return;
+            };
+            let Some(function) = analysis.canonical(&qualified) else {
+                return;
+            };
+            (function, stores)
+        }
+        None => return,
+    };
+    if stores.is_empty() {
+        return;
+    }
+    let per_batch = checker.per_batch().is_some();
+    let row = checker.source.location(node.start_byte()).row;
+    for stored in &stores {
+        let passed = arguments.iter().find(|(position, keyword, _)| {
+            *position == Some(stored.index) || *keyword == Some(stored.name.as_str())
+        });
+        let Some((position, keyword, value)) = passed else {
+            continue;
+        };
+        let facts = analysis.facts(*value);
+        if facts.graph != crate::semantic::values::Tri::Yes {
+            continue;
+        }
+        analysis.record_graph_call(crate::project::GraphCall {
+            function: function.clone(),
+            parameter: *position,
+            keyword: keyword.map(str::to_owned),
+            per_batch,
+            container: facts.kind == crate::semantic::values::Kind::Container,
+            site: format!("{}:{row}", checker.source.name().display()),
+        });
+    }
+}
+
+/// The finding for a line of a method that keeps its parameter on `self`, to be kept once a
+/// caller in the run passes a graph-carrying tensor (`Assumption::GraphArgument`).
+pub fn stored_argument_assumption<'a>(
+    checker: &Checker<'a>,
+    store: &crate::semantic::stores::Store<'a>,
+) -> Option<crate::project::Assumption> {
+    let (function, facts) = checker.current_function()?;
+    let class = facts.class?;
+    let name = checker
+        .analysis
+        .parameter_names(function)
+        .into_iter()
+        .find(|(index, _)| *index == store.parameter)?
+        .1;
+    Some(crate::project::Assumption::GraphArgument {
+        function: own_method_name(checker, class, &facts.name),
+        parameter: store.parameter,
+        name: name.to_owned(),
+        per_batch: store.accumulates,
+        expects: store.expects,
+    })
 }

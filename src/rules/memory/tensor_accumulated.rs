@@ -28,13 +28,46 @@ impl Check for TensorAccumulated {
         checker: &Checker<'a>,
         out: &mut Vec<Diagnostic>,
     ) {
+        super::record_graph_arguments(checker, node);
         let start = out.len();
         self.check_grad_dependent(rule, node, checker, out);
         // Graphs are only recorded if the function runs with grad: its callers may tell.
         for diagnostic in &mut out[start..] {
             diagnostic.assumption = checker.caller_assumption(node);
         }
+        check_stored_argument(rule, node, checker, out);
     }
+}
+
+/// `self.sum += val * n` in a method: a finding if some caller in the run passes a
+/// graph-carrying tensor as `val` on every step (kept or dropped once every file is in).
+fn check_stored_argument<'a>(
+    rule: &Arc<RuleMeta>,
+    node: Node<'a>,
+    checker: &Checker<'a>,
+    out: &mut Vec<Diagnostic>,
+) {
+    let Some(store) = checker.analysis.store_in_method(node) else {
+        return;
+    };
+    if !store.accumulates || in_module_forward(checker) {
+        return;
+    }
+    let Some(assumption) = super::stored_argument_assumption(checker, &store) else {
+        return;
+    };
+    let crate::project::Assumption::GraphArgument { name, .. } = &assumption else {
+        return;
+    };
+    let message = rule
+        .message
+        .replace("{value}", name)
+        .replace("{container}", &short(checker, store.target))
+        .replace(
+            "{growth}",
+            "a caller passes it a tensor with its graph on every step ({caller}), and each one is kept",
+        );
+    out.push(Diagnostic::new(rule, message, node.byte_range()).assuming(Some(assumption)));
 }
 
 impl TensorAccumulated {

@@ -1,0 +1,287 @@
+//! Which parameters a method keeps beyond the call: `AverageMeter.update(val)` doing
+//! `self.sum += val * n`, a collector's `__setitem__` appending `value`, a buffer's
+//! `update_ratio(indices, ratio)` writing `self.ratio[indices] = ratio`,
+//! `self.register_buffer(name, value)`. What such a method keeps depends on what its callers
+//! pass: a graph-carrying tensor is kept with its graph (the finding goes on the storing line,
+//! once a caller in the run is seen passing one).
+
+use serde::{Deserialize, Serialize};
+use tree_sitter::Node;
+
+use super::analysis::Analysis;
+use super::scope::Site;
+use super::values::{Kind, Tri, ValueFacts};
+use crate::parse::{Descend, FIELDS, KINDS, Visit, walk};
+
+/// A parameter a method keeps on `self`, and how.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct StoredParameter {
+    /// Its index in the parameter list (`self` is 0).
+    pub index: u32,
+    pub name: String,
+    pub expects: Expects,
+    /// Added to what is already there (`+=`, `.append`): it grows with each call; otherwise
+    /// the last value is kept.
+    pub accumulates: bool,
+}
+
+/// A statement that keeps a parameter on `self`.
+#[derive(Debug, Clone, Copy)]
+pub struct Store<'a> {
+    pub statement: Node<'a>,
+    /// The `self.x` (or `self.x[k]`) it writes.
+    pub target: Node<'a>,
+    pub parameter: u32,
+    pub accumulates: bool,
+    /// What the caller must pass for the line to see a tensor: a list of them (the line stores
+    /// the elements, `for v in values: self.sum += v`), one tensor (it adds the whole value,
+    /// `self.sum += value`), or either (`self.values.append(value)`).
+    pub expects: Expects,
+}
+
+/// What a storing line needs from its caller's argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Expects {
+    Any,
+    /// A list or tuple, whose elements the line keeps.
+    Container,
+    /// A tensor, not a list (adding a list to a number fails).
+    Tensor,
+}
+
+/// Calls whose arguments go into the receiver: `self.values.append(v)`.
+const ADDING_METHODS: &[&str] = &["append", "extend", "insert", "add_"];
+
+impl<'a> Analysis<'a> {
+    /// The statements of a method that keep one of its parameters on `self`.
+    pub fn stores_of(&self, function: Node<'a>) -> Vec<Store<'a>> {
+        let Some(body) = function.child_by_field_id(FIELDS.body) else {
+            return Vec::new();
+        };
+        let parameters = self.parameter_names(function);
+        if parameters.len() < 2 {
+            return Vec::new();
+        }
+        let text = self.text(body);
+        if !text.contains("self.") {
+            return Vec::new();
+        }
+        let mut found = Vec::new();
+        walk(body, |visit| {
+            let Visit::Enter(node) = visit else {
+                return Descend::Yes;
+            };
+            if !node.is_named() {
+                return Descend::No;
+            }
+            let kind = node.kind_id();
+            if kind == KINDS.function_definition
+                || kind == KINDS.lambda
+                || kind == KINDS.class_definition
+            {
+                return Descend::No;
+            }
+            if let Some(store) = self.store_at(node, &parameters) {
+                found.push(store);
+                return Descend::No;
+            }
+            Descend::Yes
+        });
+        found
+    }
+
+    /// The summary form of [`Analysis::stores_of`].
+    pub fn stored_parameters(&self, function: Node<'a>) -> Vec<StoredParameter> {
+        let parameters = self.parameter_names(function);
+        let mut stored: Vec<StoredParameter> = Vec::new();
+        for store in self.stores_of(function) {
+            let Some((_, name)) = parameters.iter().find(|(i, _)| *i == store.parameter) else {
+                continue;
+            };
+            let entry = StoredParameter {
+                index: store.parameter,
+                name: (*name).to_owned(),
+                expects: store.expects,
+                accumulates: store.accumulates,
+            };
+            if !stored.contains(&entry) {
+                stored.push(entry);
+            }
+        }
+        stored
+    }
+
+    /// The store at `node`, when `node` keeps a parameter of the method holding it on `self`.
+    pub fn store_in_method(&self, node: Node<'a>) -> Option<Store<'a>> {
+        if !self.text(node).contains("self") {
+            return None;
+        }
+        let function = self.enclosing_function(node)?;
+        let facts = self.model.function_facts(function)?;
+        facts.class?;
+        let parameters = self.parameter_names(function);
+        if parameters.len() < 2 {
+            return None;
+        }
+        self.store_at(node, &parameters)
+    }
+
+    fn store_at(&self, node: Node<'a>, parameters: &[(u32, &'a str)]) -> Option<Store<'a>> {
+        let kind = node.kind_id();
+        let (target, value, accumulates) = if kind == KINDS.assignment {
+            let left = node.child_by_field_id(FIELDS.left)?;
+            let right = node.child_by_field_id(FIELDS.right)?;
+            (left, right, false)
+        } else if kind == KINDS.augmented_assignment {
+            let left = node.child_by_field_id(FIELDS.left)?;
+            let right = node.child_by_field_id(FIELDS.right)?;
+            (left, right, true)
+        } else if kind == KINDS.call {
+            let callee = self.model.callee(node)?;
+            let method = self.model.call_name(node)?;
+            let arguments = node.child_by_field_id(FIELDS.arguments)?;
+            if method == "register_buffer" {
+                // `self.register_buffer(name, value)`.
+                let value = arguments.named_child(1)?;
+                (callee.child_by_field_id(FIELDS.object)?, value, false)
+            } else if ADDING_METHODS.contains(&method) {
+                let value = arguments.named_child(if method == "insert" { 1 } else { 0 })?;
+                (callee.child_by_field_id(FIELDS.object)?, value, true)
+            } else {
+                return None;
+            }
+        } else {
+            return None;
+        };
+        if !on_self(self, target) || detaches(self.text(value)) {
+            return None;
+        }
+        let function = self.enclosing_function(node)?;
+        // The parameter whose graph the stored value would carry: not one it only reads a
+        // size, dtype or device from (`self.seq_len = x.size(1)`).
+        let graph_carrying = ValueFacts {
+            kind: Kind::Tensor,
+            graph: Tri::Yes,
+            ..ValueFacts::default()
+        };
+        let parameter = parameters
+            .iter()
+            .skip(1)
+            .filter(|(_, name)| self.derives_from(value, name).is_some())
+            .find(|(index, _)| {
+                self.facts_given_parameter(value, function, *index, graph_carrying)
+                    .graph
+                    == Tri::Yes
+            })
+            .map(|(index, _)| *index)?;
+        // A plain copy in `__init__` is configuration.
+        if self
+            .model
+            .function_facts(function)
+            .is_some_and(|facts| facts.name == "__init__")
+        {
+            return None;
+        }
+        let statement = if kind == KINDS.call {
+            node.parent()
+                .filter(|p| p.kind() == "expression_statement")
+                .unwrap_or(node)
+        } else {
+            node
+        };
+        let _ = statement;
+        let name = parameters.iter().find(|(i, _)| *i == parameter)?.1;
+        let expects = match self.derives_from(value, name) {
+            Some(true) => Expects::Container,
+            _ if kind == KINDS.augmented_assignment => Expects::Tensor,
+            _ => Expects::Any,
+        };
+        Some(Store {
+            statement: node,
+            target,
+            parameter,
+            accumulates,
+            expects,
+        })
+    }
+
+    /// Whether an expression mentions `name` directly (`Some(false)`) or through a loop
+    /// variable over it (`Some(true)`: `for i, v in enumerate(values): self.sum[i] += v`).
+    fn derives_from(&self, value: Node<'a>, name: &str) -> Option<bool> {
+        let text = self.text(value);
+        if mentions(text, name) {
+            return Some(false);
+        }
+        if value.kind_id() != KINDS.identifier {
+            return None;
+        }
+        let (_, bindings) =
+            self.model
+                .scopes
+                .lookup(self.scope_at(value), text, value.start_byte())?;
+        bindings
+            .iter()
+            .any(|binding| match binding.site {
+                Site::Loop { iterable, .. } => mentions(self.text(iterable), name),
+                _ => false,
+            })
+            .then_some(true)
+    }
+
+    /// A function's parameters by index, with `self` (or `cls`) as 0 when it has one.
+    pub fn parameter_names(&self, function: Node<'a>) -> Vec<(u32, &'a str)> {
+        let Some(parameters) = function.child_by_field_id(FIELDS.parameters) else {
+            return Vec::new();
+        };
+        let scope = self.model.scope_of(function);
+        let mut names = Vec::new();
+        let Some(scope) = scope else {
+            return names;
+        };
+        for (name, bindings) in &self.model.scopes.get(scope).bindings {
+            for binding in bindings.as_slice() {
+                if let Site::Parameter { function: f, index } = binding.site
+                    && f.id() == function.id()
+                {
+                    names.push((index, *name));
+                }
+            }
+        }
+        let _ = parameters;
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+}
+
+/// Whether a target is `self.x` or an element of it.
+fn on_self(analysis: &Analysis<'_>, target: Node<'_>) -> bool {
+    let mut base = target;
+    while base.kind_id() == KINDS.subscript {
+        match base.child_by_field_id(FIELDS.value) {
+            Some(value) => base = value,
+            None => return false,
+        }
+    }
+    let text = analysis.text(base);
+    (base.kind_id() == KINDS.attribute && text.starts_with("self.")) || text == "self"
+}
+
+fn detaches(text: &str) -> bool {
+    [
+        ".item()",
+        ".detach()",
+        "float(",
+        ".tolist()",
+        "int(",
+        ".numpy()",
+        "len(",
+    ]
+    .iter()
+    .any(|d| text.contains(d))
+}
+
+fn mentions(text: &str, name: &str) -> bool {
+    text.split(|c: char| !c.is_alphanumeric() && c != '_')
+        .any(|word| word == name)
+}
