@@ -163,7 +163,14 @@ pub fn lint_parsed_in(
     if project.is_none() {
         crate::project::keep_graph_argument_findings(&mut diagnostics, &checked.graph_calls);
     }
-    diagnostics.dedup_by(|a, b| a.rule.code == b.rule.code && a.range == b.range);
+    // One finding per rule and range; of twins, the one that waits for no caller.
+    diagnostics.dedup_by(|later, kept| {
+        let twins = later.rule.code == kept.rule.code && later.range == kept.range;
+        if twins && waits_for_a_caller(kept) && !waits_for_a_caller(later) {
+            std::mem::swap(later, kept);
+        }
+        twins
+    });
     LintOutcome {
         diagnostics,
         internal_errors,
@@ -216,4 +223,11 @@ fn syntax_errors(
             Diagnostic::new(&rule, message, range.start..end)
         })
         .collect()
+}
+
+fn waits_for_a_caller(diagnostic: &Diagnostic) -> bool {
+    matches!(
+        diagnostic.assumption,
+        Some(crate::project::Assumption::GraphArgument { .. })
+    )
 }

@@ -192,8 +192,11 @@ impl<'a> Analysis<'a> {
                 next(value, names);
             }
         } else if kind == KINDS.attribute {
-            // `outputs.loss`: the output object.
-            if let Some(object) = node.child_by_field_id(FIELDS.object) {
+            // `outputs.loss`: the output object; not `loss.data` or `p.grad` (no graph).
+            let detached = node.child_by_field_id(FIELDS.attribute).is_some_and(|a| {
+                matches!(self.text(a), "data" | "grad" | "shape" | "dtype" | "device")
+            });
+            if !detached && let Some(object) = node.child_by_field_id(FIELDS.object) {
                 next(object, names);
             }
         } else if kind == KINDS.list || kind == KINDS.tuple || kind == KINDS.expression_list {

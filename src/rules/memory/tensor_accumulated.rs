@@ -35,7 +35,10 @@ impl Check for TensorAccumulated {
         for diagnostic in &mut out[start..] {
             diagnostic.assumption = checker.caller_assumption(node);
         }
-        check_stored_argument(rule, node, checker, out);
+        // What the line keeps already carries a graph here: reported as it is.
+        if out.len() == start {
+            check_stored_argument(rule, node, checker, out);
+        }
     }
 }
 
