@@ -469,6 +469,8 @@ pub const YES: ValueFacts = ValueFacts {
     float64: false,
     loss: false,
     eval_mode: false,
+    pretrained: false,
+    untyped: false,
 };
 
 /// The facts of a fresh instance of a module class (on the CPU until moved).

@@ -47,20 +47,28 @@ impl<'a> Analysis<'a> {
             return None;
         }
         // `model.decode(z)`: a method of the model's class that runs (part of) the model,
-        // not one that reads its configuration (`model.can_generate()`).
-        let runs = match self.instance_class(object) {
-            Some(ClassRef::Local(class)) => match self.local_method(class, attribute) {
-                Some(method) => self.runs_forward(method),
-                None => self.is_model_member(attribute),
-            },
-            Some(ClassRef::Imported(class)) => {
-                self.ask(Ask::RunsForward(format!("{class}.{attribute}")))
-                    .is_some()
-                    || self.is_model_member(attribute)
-            }
+        // not one that reads its configuration (`model.can_generate()`); `model.bert(x)`: a
+        // submodule of a project class (an attribute that is none of its methods).
+        let classes = self.instance_classes(object);
+        let runs = if classes.is_empty() {
             // A model of a class the file does not show: a method whose name says it runs
             // the model (`val_step`, `predict`, `encode`, `forward_features`).
-            None => self.member_runs_forward(attribute) || runs_model_by_name(attribute),
+            self.member_runs_forward(attribute) || runs_model_by_name(attribute)
+        } else {
+            runs_model_by_name(attribute)
+                || classes.iter().any(|class| match class {
+                    ClassRef::Local(class) => match self.local_method(*class, attribute) {
+                        Some(method) => self.runs_forward(method),
+                        None => self.is_model_member(attribute),
+                    },
+                    ClassRef::Imported(class) => {
+                        let member = format!("{class}.{attribute}");
+                        self.ask(Ask::RunsForward(member.clone())).is_some()
+                            || (self.ask(Ask::Defines(member)).is_none()
+                                && self.ask(Ask::ModuleClass(class.clone())).is_some())
+                            || self.is_model_member(attribute)
+                    }
+                })
         };
         runs.then(|| self.forward_of(object, callee, object_facts))
     }
@@ -131,6 +139,40 @@ impl<'a> Analysis<'a> {
             .borrow_mut()
             .insert(function.id(), runs);
         runs
+    }
+
+    /// Whether a function runs a forward pass that records a graph when its caller has grad
+    /// on: one outside the function's own `no_grad` blocks.
+    pub fn runs_forward_with_grad(&self, function: Node<'a>) -> bool {
+        let Some(body) = function.child_by_field_id(FIELDS.body) else {
+            return false;
+        };
+        if self.grad().disabled_by_decorator(function) {
+            return false;
+        }
+        let mut found = false;
+        walk(body, |visit| {
+            let Visit::Enter(node) = visit else {
+                return Descend::Yes;
+            };
+            if found
+                || !node.is_named()
+                || node.kind_id() == KINDS.function_definition
+                || node.kind_id() == KINDS.class_definition
+            {
+                return Descend::No;
+            }
+            if node.kind_id() == KINDS.call
+                && self.grad().mode_at(node.start_byte()).may_record()
+                && (self.forward_call(node).is_some_and(|f| !f.grad_disabled)
+                    || self.calls_forward_helper(node, 1))
+            {
+                found = true;
+                return Descend::No;
+            }
+            Descend::Yes
+        });
+        found
     }
 
     fn runs_forward_at_depth(&self, function: Node<'a>, depth: usize) -> bool {

@@ -17,6 +17,8 @@ pub struct Table {
     #[serde(default)]
     pub model_factories: Vec<String>,
     #[serde(default)]
+    pub weight_loaders: Vec<String>,
+    #[serde(default)]
     pub not_models: Vec<String>,
     #[serde(default)]
     pub module_bases: Vec<String>,
@@ -25,6 +27,7 @@ pub struct Table {
 /// The table with its patterns compiled.
 pub struct Frameworks {
     model_factories: GlobSet,
+    weight_loaders: GlobSet,
     not_models: GlobSet,
     module_bases: GlobSet,
 }
@@ -42,6 +45,7 @@ impl Frameworks {
     pub fn from_table(table: &Table) -> Result<Self, String> {
         Ok(Frameworks {
             model_factories: compile(&table.model_factories)?,
+            weight_loaders: compile(&table.weight_loaders)?,
             not_models: compile(&table.not_models)?,
             module_bases: compile(&table.module_bases)?,
         })
@@ -64,9 +68,10 @@ pub fn is_module_base(qualified: &str) -> bool {
 
 /// What calling a library name returns, when the table knows.
 pub fn call_result(qualified: &str) -> Option<ValueFacts> {
-    BUILTIN
-        .makes_model(qualified)
-        .then(|| module_facts(Kind::Module))
+    BUILTIN.makes_model(qualified).then(|| ValueFacts {
+        pretrained: BUILTIN.weight_loaders.is_match(qualified),
+        ..module_facts(Kind::Module)
+    })
 }
 
 /// What a library name holds as a value (a model class).

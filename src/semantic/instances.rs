@@ -120,6 +120,15 @@ impl<'a> Analysis<'a> {
             }
             return;
         }
+        // `nn.DataParallel(net) if multi_gpu else net`: either.
+        if kind == KINDS.conditional_expression {
+            for index in [0, 2] {
+                if let Some(branch) = node.named_child(index) {
+                    self.collect_instance_classes(branch, depth + 1, found);
+                }
+            }
+            return;
+        }
         if kind == KINDS.call {
             let Some(callee) = node.child_by_field_id(FIELDS.function) else {
                 return;

@@ -278,7 +278,7 @@ fn function_summary<'a>(
     }
     FunctionSummary {
         returns: summary,
-        runs_forward: analysis.runs_forward(function),
+        runs_forward: analysis.runs_forward_with_grad(function),
         grad_disabled: analysis.grad().disabled_by_decorator(function),
         trains: facts.is_some_and(|f| f.contains_training),
         stores: if first_parameter == 1 {

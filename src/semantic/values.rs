@@ -73,6 +73,11 @@ pub struct ValueFacts {
     pub loss: bool,
     /// A model put in eval mode in the same expression (`model.eval()`).
     pub eval_mode: bool,
+    /// A model with weights loaded for use (`torch.jit.load(p)`, `from_pretrained(name)`).
+    pub pretrained: bool,
+    /// A NumPy array of a dtype the code does not set: pandas data (`df.x.values`), integers
+    /// or float64 (pandas never makes float32 unasked), so float arithmetic makes float64.
+    pub untyped: bool,
 }
 
 impl ValueFacts {
@@ -125,6 +130,8 @@ impl ValueFacts {
             float64: self.float64 || other.float64,
             loss: self.loss || other.loss,
             eval_mode: false,
+            pretrained: false,
+            untyped: false,
         }
     }
 
@@ -520,7 +527,27 @@ impl<'a> Analysis<'a> {
                 .child_by_field_id(FIELDS.right)
                 .map(sub)
                 .unwrap_or_default();
-            return left.combine(right);
+            let mut combined = left.combine(right);
+            // `(vx ** 2 + vy ** 2) ** 0.5`, `dx / n` of pandas data: integers or float64 in,
+            // float64 out.
+            if combined.kind == Kind::Numpy && (left.untyped || right.untyped) {
+                let operator = node
+                    .child_by_field_id(FIELDS.operator)
+                    .map_or("", |o| self.text(o));
+                // A float literal (`0.5`, `(1./2)`), not a float variable of unknown dtype.
+                let float_operand = [FIELDS.left, FIELDS.right].into_iter().any(|field| {
+                    node.child_by_field_id(field).is_some_and(|side| {
+                        let text = self.text(side);
+                        side.kind_id() == KINDS.float
+                            || (text.contains('.') && !text.contains(|c: char| c.is_alphabetic()))
+                    })
+                });
+                if operator == "/" || float_operand {
+                    combined.float64 = true;
+                }
+                combined.untyped = !combined.float64;
+            }
+            return combined;
         }
         if kind == k.unary_operator {
             return node
@@ -614,7 +641,14 @@ impl<'a> Analysis<'a> {
                 .find(|b| b.offset <= node.start_byte())
                 .or(bindings.last())
         } else {
-            bindings.last()
+            // A global the same function assigns (`global model; model = load(p);
+            // model = model.to(device)`): what it held before this use, in this function.
+            let function = self.model.scopes.get(scope).range.clone();
+            bindings
+                .iter()
+                .rev()
+                .find(|b| function.contains(&b.offset) && b.offset <= node.start_byte())
+                .or(bindings.last())
         };
         let Some(binding) = binding else {
             return ValueFacts::default();
@@ -868,6 +902,19 @@ impl<'a> Analysis<'a> {
         };
         let attribute = self.text(attribute);
         match attribute {
+            // `df.x.values`: a pandas column as NumPy, of the data's dtype.
+            "values" => {
+                let object = self.facts_at_depth(object, depth, arguments);
+                if matches!(object.kind, Kind::Unknown | Kind::Container) {
+                    return ValueFacts {
+                        kind: Kind::Numpy,
+                        graph: Tri::No,
+                        device: Tri::No,
+                        untyped: true,
+                        ..ValueFacts::default()
+                    };
+                }
+            }
             "data" | "grad" => {
                 let object = self.facts_at_depth(object, depth, arguments);
                 return ValueFacts {
@@ -1119,6 +1166,8 @@ impl<'a> Analysis<'a> {
                 graph: inputs.graph,
                 device: inputs.device,
                 eval_mode: false,
+                pretrained: false,
+                untyped: false,
             };
         }
         let recording = self.grad().mode_at(call.start_byte()).may_record()
@@ -1138,6 +1187,8 @@ impl<'a> Analysis<'a> {
             float64: module.float64,
             loss: false,
             eval_mode: false,
+            pretrained: false,
+            untyped: false,
         }
     }
 
@@ -1433,6 +1484,8 @@ impl<'a> Analysis<'a> {
                     float64: inputs.float64,
                     loss: is_loss_function(functional),
                     eval_mode: false,
+                    pretrained: false,
+                    untyped: false,
                 });
             }
             if let Some(class) = function.strip_prefix("nn.") {
@@ -1515,6 +1568,8 @@ impl<'a> Analysis<'a> {
                 float64: explicit_float64 || (dtype.is_none() && inputs.float64),
                 loss: false,
                 eval_mode: false,
+                pretrained: false,
+                untyped: false,
             });
         }
         if let Some(function) = name.strip_prefix("numpy.") {

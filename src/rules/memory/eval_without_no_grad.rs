@@ -42,9 +42,13 @@ impl EvalWithoutNoGrad {
         checker: &Checker<'a>,
         out: &mut Vec<Diagnostic>,
     ) {
-        // Evaluation code needs an `x.eval()` somewhere in the file or an evaluation-named
-        // function; both are cheap to ask before what the call runs.
-        if !checker.model.mode_calls.iter().any(|mode| mode.eval) && !eval_named(checker, call) {
+        // Evaluation code needs an `x.eval()` somewhere in the file, an evaluation-named
+        // function, or a loaded model in a file that trains nothing; the first two are cheap
+        // to ask before what the call runs.
+        if !checker.model.mode_calls.iter().any(|mode| mode.eval)
+            && !eval_named(checker, call)
+            && trains_anything(checker)
+        {
             return;
         }
         // Grad mode is a lookup in a table built once per file; what the call runs is a value
@@ -53,7 +57,12 @@ impl EvalWithoutNoGrad {
         if !matches!(mode, GradMode::Enabled | GradMode::FromCaller) {
             return;
         }
+        // A model's own `forward` runs its layers with whatever grad mode its caller has.
+        if super::tensor_accumulated::in_module_forward(checker) {
+            return;
+        }
         let Some(forward) = forward_call(checker, call) else {
+            check_helper_call(rule, call, checker, out);
             return;
         };
         // `@torch.inference_mode()` on the model's own `forward`.
@@ -61,10 +70,16 @@ impl EvalWithoutNoGrad {
             return;
         }
         let function = checker.analysis.enclosing_function(call);
-        let eval_call = last_mode_call(checker, function, forward.receiver, call);
+        let eval_call = last_mode_call(checker, function, forward.receiver, call)
+            .or_else(|| object_mode_call(checker, forward.receiver, call))
+            .or_else(|| sibling_mode_call(checker, function, forward.receiver, call));
         let in_eval = match eval_call {
             Some(mode_call) => mode_call.eval,
-            None => forward.module.eval_mode || eval_named(checker, call),
+            None => {
+                forward.module.eval_mode
+                    || eval_named(checker, call)
+                    || (forward.module.pretrained && !trains_anything(checker))
+            }
         };
         if !in_eval
             || needs_gradients(checker, function, forward.receiver)
@@ -93,6 +108,112 @@ impl EvalWithoutNoGrad {
         }
         out.push(diagnostic);
     }
+}
+
+/// `out = self._forward(batch)` in evaluation code, where the helper runs the model and is
+/// shared with training (it is not evaluation code of its own): the finding is at this call,
+/// on the evaluation path.
+fn check_helper_call<'a>(
+    rule: &Arc<RuleMeta>,
+    call: Node<'a>,
+    checker: &Checker<'a>,
+    out: &mut Vec<Diagnostic>,
+) {
+    let Some((helper, label)) = forward_helper(checker, call) else {
+        return;
+    };
+    let function = checker.analysis.enclosing_function(call);
+    // The last mode switch before the call in the function, of whichever model.
+    let eval_call = checker
+        .model
+        .mode_calls
+        .iter()
+        .rev()
+        .filter(|mode| mode.node.start_byte() < call.start_byte())
+        .find(|mode| {
+            checker
+                .analysis
+                .enclosing_function(mode.node)
+                .map(|f| f.id())
+                == function.map(|f| f.id())
+        })
+        .copied();
+    let in_eval = match eval_call {
+        Some(mode_call) => mode_call.eval,
+        None => eval_named(checker, call),
+    };
+    if !in_eval || needs_gradients(checker, function, "self") {
+        return;
+    }
+    let message = rule.message.replace("{call}", &short(checker, call));
+    let mut diagnostic = Diagnostic::new(rule, message, call.byte_range());
+    if let Some(range) = label {
+        diagnostic = diagnostic.with_label(
+            range,
+            format!("`{helper}` runs the model, and training calls it too"),
+        );
+    }
+    if let Some(mode_call) = eval_call {
+        diagnostic = diagnostic.with_label(
+            mode_call.node.byte_range(),
+            "eval mode switches Dropout and BatchNorm, not autograd",
+        );
+    }
+    out.push(diagnostic);
+}
+
+/// A call of a function or method of the project that runs a forward pass with its caller's
+/// grad mode and is no evaluation code of its own (`self._forward(batch)`, `run_model(m, x)`):
+/// its name, and its header when it is in this file.
+fn forward_helper<'a>(
+    checker: &Checker<'a>,
+    call: Node<'a>,
+) -> Option<(String, Option<crate::source::TextRange>)> {
+    use crate::semantic::facts::Ask;
+    use crate::semantic::instances::ClassRef;
+    let analysis = &checker.analysis;
+    let callee = checker.callee(call)?;
+    let name = checker.call_name(call)?;
+    if crate::semantic::values::is_non_forward_method(name.trim_start_matches('_'))
+        || training::is_per_batch_hook(name)
+    {
+        return None;
+    }
+    let local = |function: Node<'a>| -> Option<(String, Option<crate::source::TextRange>)> {
+        let facts = checker.model.function_facts(function)?;
+        let own_eval = ["evaluat", "validat", "pred", "infer", "test"]
+            .iter()
+            .any(|word| facts.name.to_ascii_lowercase().contains(word));
+        (!own_eval && !facts.contains_training && analysis.runs_forward_with_grad(function))
+            .then(|| (facts.name.clone(), Some(facts.header.clone())))
+    };
+    if callee.kind_id() == crate::parse::KINDS.attribute {
+        let receiver = checker.field(callee, crate::parse::FIELDS.object)?;
+        return analysis
+            .instance_classes(receiver)
+            .into_iter()
+            .find_map(|class| match class {
+                ClassRef::Local(class) => local(analysis.local_method(class, name)?),
+                ClassRef::Imported(class) => {
+                    let qualified = format!("{class}.{name}");
+                    (analysis.ask(Ask::RunsForward(qualified)).is_some()
+                        && !["evaluat", "validat", "pred", "infer", "test"]
+                            .iter()
+                            .any(|word| name.to_ascii_lowercase().contains(word)))
+                    .then(|| (name.to_owned(), None))
+                }
+            });
+    }
+    if callee.kind_id() == crate::parse::KINDS.identifier {
+        let function = checker.model.function_nodes_named(name).find(|f| {
+            checker
+                .model
+                .function_facts(*f)
+                .is_some_and(|f| f.class.is_none())
+        })?;
+        return local(function);
+    }
+    None
 }
 
 /// The last `x.eval()` / `x.train()` before `call` in the same function (or at module level)
@@ -125,6 +246,61 @@ fn last_mode_call<'a>(
             scope == function.map(|f| f.id()) || scope.is_none()
         })
         .copied()
+}
+
+/// Whether the file trains anything: a backward or an optimizer anywhere in it. A file that
+/// does not, running a model loaded with trained weights, is inference code (a serving
+/// handler, a demo).
+fn trains_anything(checker: &Checker<'_>) -> bool {
+    let text = checker.text();
+    text.contains(".backward(") || text.contains("optim") || text.contains(".step(")
+}
+
+/// `self.network.eval()` before `self.mnetwork(x)` (a wrapper of the same network) in the same
+/// method: the last mode switch of the object's models there.
+fn sibling_mode_call<'a>(
+    checker: &Checker<'a>,
+    function: Option<Node<'a>>,
+    receiver: &str,
+    call: Node<'_>,
+) -> Option<ModeCall<'a>> {
+    let function = function?;
+    if !receiver.starts_with("self.") {
+        return None;
+    }
+    checker
+        .model
+        .mode_calls
+        .iter()
+        .rev()
+        .filter(|mode| {
+            mode.node.start_byte() < call.start_byte()
+                && function.byte_range().contains(&mode.node.start_byte())
+                && mode.receiver.starts_with("self.")
+        })
+        .copied()
+        .next()
+}
+
+/// `self.model.eval()` in `__init__` (or another method) of a class that never switches the
+/// model back with `.train()`: the model stays in eval mode for the object's life.
+fn object_mode_call<'a>(
+    checker: &Checker<'a>,
+    receiver: &str,
+    call: Node<'_>,
+) -> Option<ModeCall<'a>> {
+    if !receiver.starts_with("self.") {
+        return None;
+    }
+    let class = checker.analysis.class_of(call)?;
+    let range = checker.model.classes[class].node.byte_range();
+    let mut calls = checker
+        .model
+        .mode_calls
+        .iter()
+        .filter(|mode| range.contains(&mode.node.start_byte()) && mode.receiver == receiver);
+    let first = *calls.next()?;
+    (first.eval && calls.all(|mode| mode.eval)).then_some(first)
 }
 
 /// Functions whose name says they evaluate: `evaluate`, `validate`, `predict`, `infer`,

@@ -111,6 +111,23 @@ fn find_accumulation<'a>(
         let left = checker.field(node, FIELDS.left)?;
         let right = checker.field(node, FIELDS.right)?;
         if left.kind_id() == KINDS.subscript {
+            // `all["query"] = torch.cat((all["query"], emb))`: grows the slot every time (also
+            // as the first branch of `... if isinstance(emb, Tensor) else None`).
+            let grown = if right.kind_id() == KINDS.conditional_expression {
+                right.named_child(0).unwrap_or(right)
+            } else {
+                right
+            };
+            if grown.kind_id() == KINDS.call
+                && let Some(mut found) = concatenation(checker, left, grown)
+            {
+                let mut base = left;
+                while base.kind_id() == KINDS.subscript {
+                    base = checker.field(base, FIELDS.value)?;
+                }
+                found.container = base;
+                return Some(found);
+            }
             // `stats["loss"] = loss` overwrites one slot on every iteration: only a key that
             // changes (`history[step] = loss`) keeps more than the last value.
             if checker
