@@ -39,6 +39,8 @@ pub struct Analysis<'a> {
     questions: RefCell<Vec<Question>>,
     /// The texts of values the file uses as models (`instances::used_as_module`).
     pub(super) module_evidence: OnceCell<rustc_hash::FxHashSet<&'a str>>,
+    /// Whether the file trains anything (see [`Analysis::trains_anything`]).
+    trains_anything: OnceCell<bool>,
     /// The names of this file's methods that keep a parameter (`stores`).
     storing_methods: OnceCell<rustc_hash::FxHashSet<&'a str>>,
     /// Calls of the project's functions that pass a graph-carrying tensor.
@@ -83,6 +85,7 @@ impl<'a> Analysis<'a> {
             backpropagated: RefCell::new(HashMap::default()),
             graph_calls: RefCell::new(Vec::new()),
             storing_methods: OnceCell::new(),
+            trains_anything: OnceCell::new(),
         }
     }
 
@@ -163,6 +166,16 @@ impl<'a> Analysis<'a> {
         project
             .facts
             .canonical(&absolute(qualified, project.module), project.file)
+    }
+
+    /// Whether the file trains anything: a backward or an optimizer anywhere in it. A file that
+    /// does not, running a model loaded with trained weights, is inference code (a serving
+    /// handler, a demo).
+    pub fn trains_anything(&self) -> bool {
+        *self.trains_anything.get_or_init(|| {
+            let text = self.source;
+            text.contains(".backward(") || text.contains("optim") || text.contains(".step(")
+        })
     }
 
     /// Whether a method of this name may keep a parameter: one of the file's own methods

@@ -248,12 +248,8 @@ fn last_mode_call<'a>(
         .copied()
 }
 
-/// Whether the file trains anything: a backward or an optimizer anywhere in it. A file that
-/// does not, running a model loaded with trained weights, is inference code (a serving
-/// handler, a demo).
 fn trains_anything(checker: &Checker<'_>) -> bool {
-    let text = checker.text();
-    text.contains(".backward(") || text.contains("optim") || text.contains(".step(")
+    checker.analysis.trains_anything()
 }
 
 /// `self.network.eval()` before `self.mnetwork(x)` (a wrapper of the same network) in the same
