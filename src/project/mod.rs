@@ -78,6 +78,10 @@ pub struct GraphCall {
     pub container: bool,
     /// Where, for the message: `path:line`.
     pub site: String,
+    /// Set when the tensor passed is the caller's own parameter (or made from it): the call
+    /// passes a graph only when the caller's caller does. The caller's canonical name, the
+    /// parameter's index and name.
+    pub from: Option<(String, u32, String)>,
 }
 
 impl GraphCall {
@@ -108,6 +112,14 @@ pub fn keep_graph_argument_findings(
     diagnostics: &mut Vec<crate::diagnostic::Diagnostic>,
     calls: &[GraphCall],
 ) {
+    if !diagnostics
+        .iter()
+        .any(|d| matches!(d.assumption, Some(Assumption::GraphArgument { .. })))
+    {
+        return;
+    }
+    let calls = effective_graph_calls(calls);
+    let calls = calls.as_slice();
     let mut kept = Vec::with_capacity(diagnostics.len());
     for mut diagnostic in std::mem::take(diagnostics) {
         let Some(Assumption::GraphArgument {
@@ -135,6 +147,41 @@ pub fn keep_graph_argument_findings(
     // may now be there twice; they are sorted, so twins are neighbours.
     kept.dedup_by(|a, b| a.rule.code == b.rule.code && a.range == b.range);
     *diagnostics = kept;
+}
+
+/// The calls that pass a graph-carrying tensor, with the ones that pass their caller's
+/// parameter along (`update_affine(data)` calling `update_with_decay(name, reduce(data))`)
+/// followed from the calls that pass the caller a graph, to a fixed point.
+pub fn effective_graph_calls(calls: &[GraphCall]) -> Vec<GraphCall> {
+    use crate::semantic::stores::Expects;
+    let mut effective: Vec<GraphCall> =
+        calls.iter().filter(|c| c.from.is_none()).cloned().collect();
+    let mut pending: Vec<&GraphCall> = calls.iter().filter(|c| c.from.is_some()).collect();
+    loop {
+        let mut added = Vec::new();
+        pending.retain(|call| {
+            let Some((function, parameter, name)) = &call.from else {
+                return false;
+            };
+            let Some(trigger) = effective
+                .iter()
+                .find(|e| e.satisfies(function, *parameter, name, false, Expects::Any))
+            else {
+                return true;
+            };
+            added.push(GraphCall {
+                per_batch: call.per_batch || trigger.per_batch,
+                site: trigger.site.clone(),
+                from: None,
+                ..(*call).clone()
+            });
+            false
+        });
+        if added.is_empty() {
+            return effective;
+        }
+        effective.extend(added);
+    }
 }
 
 /// A file of the run, as the second pass reads it.

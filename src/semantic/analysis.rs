@@ -186,7 +186,7 @@ impl<'a> Analysis<'a> {
                 .classes
                 .iter()
                 .flat_map(|class| class.methods.iter())
-                .filter(|(_, function)| !self.stores_of(*function).is_empty())
+                .filter(|(_, function)| !self.stored_parameters(*function).is_empty())
                 .map(|(name, _)| *name)
                 .collect()
         });

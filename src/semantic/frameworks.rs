@@ -19,6 +19,8 @@ pub struct Table {
     #[serde(default)]
     pub weight_loaders: Vec<String>,
     #[serde(default)]
+    pub tensor_functions: Vec<String>,
+    #[serde(default)]
     pub not_models: Vec<String>,
     #[serde(default)]
     pub module_bases: Vec<String>,
@@ -28,6 +30,7 @@ pub struct Table {
 pub struct Frameworks {
     model_factories: GlobSet,
     weight_loaders: GlobSet,
+    tensor_functions: GlobSet,
     not_models: GlobSet,
     module_bases: GlobSet,
 }
@@ -46,6 +49,7 @@ impl Frameworks {
         Ok(Frameworks {
             model_factories: compile(&table.model_factories)?,
             weight_loaders: compile(&table.weight_loaders)?,
+            tensor_functions: compile(&table.tensor_functions)?,
             not_models: compile(&table.not_models)?,
             module_bases: compile(&table.module_bases)?,
         })
@@ -72,6 +76,11 @@ pub fn call_result(qualified: &str) -> Option<ValueFacts> {
         pretrained: BUILTIN.weight_loaders.is_match(qualified),
         ..module_facts(Kind::Module)
     })
+}
+
+/// Whether a library function returns a tensor that keeps its arguments' graph and device.
+pub fn keeps_graph(qualified: &str) -> bool {
+    BUILTIN.tensor_functions.is_match(qualified)
 }
 
 /// What a library name holds as a value (a model class).

@@ -90,8 +90,108 @@ impl<'a> Analysis<'a> {
         found
     }
 
-    /// The summary form of [`Analysis::stores_of`].
+    /// The summary form of [`Analysis::stores_of`], with the parameters the method passes on
+    /// to another method of its class that keeps them (`update_affine(data)` calling
+    /// `self.update_with_decay("mean", reduce(data), d)`).
     pub fn stored_parameters(&self, function: Node<'a>) -> Vec<StoredParameter> {
+        self.stored_parameters_at_depth(function, 0)
+    }
+
+    fn stored_parameters_at_depth(&self, function: Node<'a>, depth: usize) -> Vec<StoredParameter> {
+        let mut stored = self.directly_stored(function);
+        if depth < 3 {
+            for forwarded in self.forwarded_parameters(function, depth) {
+                if !stored.iter().any(|s| s.index == forwarded.index) {
+                    stored.push(forwarded);
+                }
+            }
+        }
+        stored
+    }
+
+    /// Parameters passed, as they are or made into another tensor, to a method of the same
+    /// class that keeps them.
+    fn forwarded_parameters(&self, function: Node<'a>, depth: usize) -> Vec<StoredParameter> {
+        let Some(class) = self.model.function_facts(function).and_then(|f| f.class) else {
+            return Vec::new();
+        };
+        let Some(body) = function.child_by_field_id(FIELDS.body) else {
+            return Vec::new();
+        };
+        let parameters = self.parameter_names(function);
+        let graph_carrying = ValueFacts {
+            kind: Kind::Tensor,
+            graph: Tri::Yes,
+            ..ValueFacts::default()
+        };
+        let mut calls = Vec::new();
+        walk(body, |visit| {
+            let Visit::Enter(node) = visit else {
+                return Descend::Yes;
+            };
+            if node.kind_id() == KINDS.function_definition || node.kind_id() == KINDS.lambda {
+                return Descend::No;
+            }
+            if node.kind_id() == KINDS.call
+                && let Some(callee) = self.model.callee(node)
+                && callee.kind_id() == KINDS.attribute
+                && callee
+                    .child_by_field_id(FIELDS.object)
+                    .is_some_and(|object| self.text(object) == "self")
+            {
+                calls.push(node);
+            }
+            Descend::Yes
+        });
+        let mut forwarded = Vec::new();
+        for call in calls {
+            let Some(name) = self.model.call_name(call) else {
+                continue;
+            };
+            let Some(callee) = self.local_method(class, name) else {
+                continue;
+            };
+            if callee.id() == function.id() {
+                continue;
+            }
+            let inner = self.stored_parameters_at_depth(callee, depth + 1);
+            let Some(arguments) = call.child_by_field_id(FIELDS.arguments) else {
+                continue;
+            };
+            for stored in inner {
+                // Positional arguments bind from 1 (after `self`).
+                let Some(argument) = arguments.named_child(stored.index - 1) else {
+                    continue;
+                };
+                if argument.kind_id() == KINDS.keyword_argument {
+                    continue;
+                }
+                for &(index, parameter) in parameters.iter().skip(1) {
+                    if self.derives_from(argument, parameter).is_some()
+                        || self
+                            .reaching_value(argument)
+                            .is_some_and(|value| self.derives_from(value, parameter).is_some())
+                    {
+                        let given =
+                            self.facts_given_parameter(argument, function, index, graph_carrying);
+                        if given.graph == Tri::Yes
+                            && !forwarded.iter().any(|f: &StoredParameter| f.index == index)
+                        {
+                            forwarded.push(StoredParameter {
+                                index,
+                                name: parameter.to_owned(),
+                                expects: Expects::Any,
+                                accumulates: stored.accumulates,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        forwarded
+    }
+
+    fn directly_stored(&self, function: Node<'a>) -> Vec<StoredParameter> {
         let parameters = self.parameter_names(function);
         let mut stored: Vec<StoredParameter> = Vec::new();
         for store in self.stores_of(function) {
@@ -141,9 +241,12 @@ impl<'a> Analysis<'a> {
             let method = self.model.call_name(node)?;
             let arguments = node.child_by_field_id(FIELDS.arguments)?;
             if method == "register_buffer" {
-                // `self.register_buffer(name, value)`.
+                // `self.register_buffer(name, value)`: the call names what is kept.
                 let value = arguments.named_child(1)?;
-                (callee.child_by_field_id(FIELDS.object)?, value, false)
+                if !on_self(self, callee.child_by_field_id(FIELDS.object)?) {
+                    return None;
+                }
+                (node, value, false)
             } else if ADDING_METHODS.contains(&method) {
                 let value = arguments.named_child(if method == "insert" { 1 } else { 0 })?;
                 (callee.child_by_field_id(FIELDS.object)?, value, true)
@@ -153,7 +256,7 @@ impl<'a> Analysis<'a> {
         } else {
             return None;
         };
-        if !on_self(self, target) || detaches(self.text(value)) {
+        if !(target.id() == node.id() || on_self(self, target)) || detaches(self.text(value)) {
             return None;
         }
         let function = self.enclosing_function(node)?;
@@ -219,13 +322,16 @@ impl<'a> Analysis<'a> {
             self.model
                 .scopes
                 .lookup(self.scope_at(value), text, value.start_byte())?;
-        bindings
-            .iter()
-            .any(|binding| match binding.site {
-                Site::Loop { iterable, .. } => mentions(self.text(iterable), name),
-                _ => false,
-            })
-            .then_some(true)
+        if bindings.iter().any(|binding| match binding.site {
+            Site::Loop { iterable, .. } => mentions(self.text(iterable), name),
+            _ => false,
+        }) {
+            return Some(true);
+        }
+        // `value = old * decay + new_value * (1 - decay)`, then `value` is kept.
+        self.reaching_value(value)
+            .filter(|bound| bound.id() != value.id() && mentions(self.text(*bound), name))
+            .map(|_| false)
     }
 
     /// A function's parameters by index, with `self` (or `cls`) as 0 when it has one.

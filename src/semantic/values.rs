@@ -1572,6 +1572,16 @@ impl<'a> Analysis<'a> {
                 untyped: false,
             });
         }
+        if super::frameworks::keeps_graph(name) {
+            let inputs = combine_arguments();
+            return Some(ValueFacts {
+                kind: Kind::Tensor,
+                graph: inputs.graph,
+                device: inputs.device,
+                float64: inputs.float64,
+                ..ValueFacts::default()
+            });
+        }
         if let Some(function) = name.strip_prefix("numpy.") {
             if function == "random.default_rng" || function == "random.RandomState" {
                 return Some(ValueFacts::of(Kind::Rng));
@@ -1619,6 +1629,11 @@ impl<'a> Analysis<'a> {
                 Some(ValueFacts::scalar())
             }
             "min" | "max" => Some(combine_arguments()),
+            // `map(lambda t: rearrange(t, ...), (data, embed))`: what it maps, as a sequence.
+            "map" | "filter" => Some(ValueFacts {
+                kind: Kind::Container,
+                ..combine_arguments()
+            }),
             "list" | "tuple" | "dict" | "set" | "sorted" | "zip" | "enumerate" | "range" => {
                 Some(ValueFacts::of(Kind::Container))
             }

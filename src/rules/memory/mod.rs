@@ -841,9 +841,16 @@ pub fn record_graph_arguments<'a>(checker: &Checker<'a>, node: Node<'a>) {
             continue;
         };
         let facts = analysis.facts(*value);
-        if facts.graph != crate::semantic::values::Tri::Yes {
-            continue;
-        }
+        let (facts, from) = if facts.graph == crate::semantic::values::Tri::Yes {
+            (facts, None)
+        } else {
+            // The caller's own parameter (or a value made from it): a graph only when the
+            // caller is passed one.
+            let Some((facts, from)) = passed_parameter(checker, *value) else {
+                continue;
+            };
+            (facts, Some(from))
+        };
         analysis.record_graph_call(crate::project::GraphCall {
             function: function.clone(),
             parameter: *position,
@@ -851,8 +858,49 @@ pub fn record_graph_arguments<'a>(checker: &Checker<'a>, node: Node<'a>) {
             per_batch,
             container: facts.kind == crate::semantic::values::Kind::Container,
             site: format!("{}:{row}", checker.source.name().display()),
+            from,
         });
     }
+}
+
+/// When `value` carries a graph only if a parameter of the function around it does: its facts
+/// then, and the function's canonical name with the parameter's index and name.
+fn passed_parameter<'a>(
+    checker: &Checker<'a>,
+    value: Node<'a>,
+) -> Option<(crate::semantic::values::ValueFacts, (String, u32, String))> {
+    let analysis = &checker.analysis;
+    let (function, facts) = checker.current_function()?;
+    let canonical = match facts.class {
+        Some(class) => own_method_name(checker, class, &facts.name),
+        None => format!("{}.{}", analysis.module_path().unwrap_or(""), facts.name),
+    };
+    let text = checker.node_text(value);
+    let graph_carrying = crate::semantic::values::ValueFacts {
+        kind: crate::semantic::values::Kind::Tensor,
+        graph: crate::semantic::values::Tri::Yes,
+        ..Default::default()
+    };
+    analysis
+        .parameter_names(function)
+        .into_iter()
+        .filter(|(index, name)| {
+            (facts.class.is_none() || *index > 0)
+                && text
+                    .split(|c: char| !c.is_alphanumeric() && c != '_')
+                    .any(|word| word == *name)
+                || analysis.reaching_value(value).is_some_and(|bound| {
+                    checker
+                        .node_text(bound)
+                        .split(|c: char| !c.is_alphanumeric() && c != '_')
+                        .any(|word| word == *name)
+                })
+        })
+        .find_map(|(index, name)| {
+            let given = analysis.facts_given_parameter(value, function, index, graph_carrying);
+            (given.graph == crate::semantic::values::Tri::Yes)
+                .then(|| (given, (canonical.clone(), index, name.to_owned())))
+        })
 }
 
 /// The finding for a line of a method that keeps its parameter on `self`, to be kept once a
