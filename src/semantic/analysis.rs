@@ -41,8 +41,15 @@ pub struct Analysis<'a> {
     pub(super) module_evidence: OnceCell<rustc_hash::FxHashSet<&'a str>>,
     /// Whether the file trains anything (see [`Analysis::trains_anything`]).
     trains_anything: OnceCell<bool>,
-    /// The names of this file's methods that keep a parameter (`stores`).
-    storing_methods: OnceCell<rustc_hash::FxHashSet<&'a str>>,
+    loads_weights: OnceCell<bool>,
+    /// Functions by node id, and their parameters by index (`stores`).
+    pub(super) parameter_memo: RefCell<HashMap<usize, Vec<(u32, &'a str)>>>,
+    /// The names of the file's methods (`may_store` asks at every call).
+    method_names: OnceCell<rustc_hash::FxHashSet<&'a str>>,
+    /// The last node `record_graph_arguments` looked at (the rules that share it ask twice).
+    pub recorded_node: std::cell::Cell<usize>,
+    /// Methods by node id, and the parameters they keep (`stores`).
+    pub(super) stored_memo: RefCell<HashMap<usize, Vec<super::stores::StoredParameter>>>,
     /// Calls of the project's functions that pass a graph-carrying tensor.
     graph_calls: RefCell<Vec<crate::project::GraphCall>>,
     /// Per loop, the names it backpropagates through (`backprop`).
@@ -84,8 +91,12 @@ impl<'a> Analysis<'a> {
             runs_forward_memo: RefCell::new(HashMap::default()),
             backpropagated: RefCell::new(HashMap::default()),
             graph_calls: RefCell::new(Vec::new()),
-            storing_methods: OnceCell::new(),
+            stored_memo: RefCell::new(HashMap::default()),
+            parameter_memo: RefCell::new(HashMap::default()),
+            method_names: OnceCell::new(),
+            recorded_node: std::cell::Cell::new(usize::MAX),
             trains_anything: OnceCell::new(),
+            loads_weights: OnceCell::new(),
         }
     }
 
@@ -178,19 +189,37 @@ impl<'a> Analysis<'a> {
         })
     }
 
+    /// Whether the file loads trained weights: `torch.jit.load`, `from_pretrained`,
+    /// `torch.hub.load` (by text; the call's resolution is the value analysis's).
+    pub fn loads_weights(&self) -> bool {
+        *self.loads_weights.get_or_init(|| {
+            let text = self.source;
+            text.contains("from_pretrained(") || text.contains(".load(")
+        })
+    }
+
     /// Whether a method of this name may keep a parameter: one of the file's own methods
     /// does, or a summarised one of the project.
     pub fn may_store(&self, method: &str) -> bool {
-        let own = self.storing_methods.get_or_init(|| {
+        // The file's own methods of that name, analysed when a call first names them.
+        let names = self.method_names.get_or_init(|| {
             self.model
                 .classes
                 .iter()
                 .flat_map(|class| class.methods.iter())
-                .filter(|(_, function)| !self.stored_parameters(*function).is_empty())
                 .map(|(name, _)| *name)
                 .collect()
         });
-        own.contains(method) || self.project.is_some_and(|p| p.facts.may_store(method))
+        let own = names.contains(method)
+            && self
+                .model
+                .classes
+                .iter()
+                .flat_map(|class| class.methods.iter())
+                .any(|(name, function)| {
+                    *name == method && !self.stored_parameters(*function).is_empty()
+                });
+        own || self.project.is_some_and(|p| p.facts.may_store(method))
     }
 
     /// The dotted path of this file in the project (its functions' canonical names start with

@@ -47,6 +47,9 @@ pub struct SemanticModel<'a> {
     pub syntax_errors: Vec<SyntaxError>,
     /// `obj.attr = value` (and `+=`), in document order.
     pub attribute_assignments: Vec<AttributeAssignment<'a>>,
+    /// `x[i] = value` and `x[i] += value` statements, in document order (what writes into a
+    /// buffer: `self.running_covar[:, 0] = ...`).
+    pub subscript_stores: Vec<Node<'a>>,
     /// `x.eval()` / `x.train()` calls, in document order.
     pub mode_calls: Vec<ModeCall<'a>>,
     /// Every call, by the name it calls: `f(...)` under `f`, `obj.m(...)` under `m`.
@@ -264,6 +267,7 @@ struct Builder<'a> {
     syntax_errors: Vec<SyntaxError>,
     error_depth: usize,
     attribute_assignments: Vec<AttributeAssignment<'a>>,
+    subscript_stores: Vec<Node<'a>>,
     mode_calls: Vec<ModeCall<'a>>,
     calls_by_name: HashMap<&'a str, Vec<Node<'a>>>,
     classes: Vec<ClassInfo<'a>>,
@@ -554,6 +558,7 @@ impl<'a> Builder<'a> {
             syntax_errors: Vec::new(),
             error_depth: 0,
             attribute_assignments: Vec::new(),
+            subscript_stores: Vec::new(),
             mode_calls: Vec::new(),
             calls_by_name: HashMap::with_capacity_and_hasher(
                 source.len() / NAME_BYTES,
@@ -695,6 +700,7 @@ impl<'a> Builder<'a> {
             comments: self.comments,
             syntax_errors: self.syntax_errors,
             attribute_assignments: self.attribute_assignments,
+            subscript_stores: self.subscript_stores,
             mode_calls: self.mode_calls,
             calls_by_name: self.calls_by_name,
             classes: self.classes,
@@ -749,6 +755,8 @@ impl<'a> Builder<'a> {
                 if let Some((left, kind)) = first_child(node, own) {
                     if kind == KINDS.attribute {
                         self.record_attribute_assignment(left, Site::Augmented(node), node);
+                    } else if kind == KINDS.subscript {
+                        self.subscript_stores.push(node);
                     } else {
                         self.bind_targets(left, node.end_byte(), Site::Augmented(node));
                     }
@@ -1250,6 +1258,7 @@ impl<'a> Builder<'a> {
             self.record_attribute_assignment(left, Site::Value { value, index: None }, node);
         } else if kind == KINDS.subscript {
             // `x[i] = value` changes `x`, it does not rebind it.
+            self.subscript_stores.push(node);
         } else {
             self.bind_tuple(left, node.end_byte(), |index| Site::Value { value, index });
             // `pred, self.state = model(x, self.state)`: attribute targets of the tuple.

@@ -11,7 +11,7 @@ use tree_sitter::Node;
 use super::analysis::Analysis;
 use super::scope::Site;
 use super::values::{Kind, Tri, ValueFacts};
-use crate::parse::{Descend, FIELDS, KINDS, Visit, walk};
+use crate::parse::{FIELDS, KINDS};
 
 /// A parameter a method keeps on `self`, and how.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -55,39 +55,70 @@ const ADDING_METHODS: &[&str] = &["append", "extend", "insert", "add_"];
 impl<'a> Analysis<'a> {
     /// The statements of a method that keep one of its parameters on `self`.
     pub fn stores_of(&self, function: Node<'a>) -> Vec<Store<'a>> {
-        let Some(body) = function.child_by_field_id(FIELDS.body) else {
+        if self
+            .model
+            .function_facts(function)
+            .is_none_or(|facts| facts.name == "__init__")
+        {
             return Vec::new();
-        };
+        }
         let parameters = self.parameter_names(function);
         if parameters.len() < 2 {
             return Vec::new();
         }
-        let text = self.text(body);
-        if !text.contains("self.") {
+        let Some(body) = function.child_by_field_id(FIELDS.body) else {
+            return Vec::new();
+        };
+        if !may_keep_on_self(self.text(body)) {
             return Vec::new();
         }
-        let mut found = Vec::new();
-        walk(body, |visit| {
-            let Visit::Enter(node) = visit else {
-                return Descend::Yes;
-            };
-            if !node.is_named() {
-                return Descend::No;
+        // From what the model's walk recorded, not another walk: `self.x = ...`,
+        // `self.x[i] = ...`, `self.xs.append(...)`, `self.register_buffer(...)`.
+        let range = body.byte_range();
+        let inside = |node: Node<'a>| {
+            range.contains(&node.start_byte())
+                && self.enclosing_function(node).is_some_and(|f| f.id() == function.id())
+        };
+        let mut candidates: Vec<Node<'a>> = Vec::new();
+        for assignment in self.self_attribute_statements(range.clone()) {
+            candidates.push(assignment);
+        }
+        let first = self
+            .model
+            .subscript_stores
+            .partition_point(|node| node.start_byte() < range.start);
+        for &node in &self.model.subscript_stores[first..] {
+            if node.start_byte() >= range.end {
+                break;
             }
-            let kind = node.kind_id();
-            if kind == KINDS.function_definition
-                || kind == KINDS.lambda
-                || kind == KINDS.class_definition
-            {
-                return Descend::No;
+            candidates.push(node);
+        }
+        for method in ["register_buffer", "append", "extend", "insert", "add_"] {
+            for &call in self.model.calls_by_name.get(method).into_iter().flatten() {
+                if range.contains(&call.start_byte()) {
+                    candidates.push(call);
+                }
             }
-            if let Some(store) = self.store_at(node, &parameters) {
-                found.push(store);
-                return Descend::No;
-            }
-            Descend::Yes
-        });
-        found
+        }
+        candidates.sort_by_key(|node| node.start_byte());
+        candidates.dedup_by_key(|node| node.id());
+        candidates
+            .into_iter()
+            .filter(|node| inside(*node))
+            .filter_map(|node| self.store_at(node, &parameters))
+            .collect()
+    }
+
+    /// The statements assigning `self.<attribute>` (or `+=`) whose start lies in `range`.
+    fn self_attribute_statements(&self, range: std::ops::Range<usize>) -> Vec<Node<'a>> {
+        let assignments = &self.model.attribute_assignments;
+        let first = assignments.partition_point(|a| a.node.start_byte() < range.start);
+        assignments[first..]
+            .iter()
+            .take_while(|a| a.node.start_byte() < range.end)
+            .filter(|a| a.object == "self")
+            .map(|a| a.node)
+            .collect()
     }
 
     /// The summary form of [`Analysis::stores_of`], with the parameters the method passes on
@@ -98,6 +129,27 @@ impl<'a> Analysis<'a> {
     }
 
     fn stored_parameters_at_depth(&self, function: Node<'a>, depth: usize) -> Vec<StoredParameter> {
+        if let Some(known) = self.stored_memo.borrow().get(&function.id()) {
+            return known.clone();
+        }
+        // Recursion through the class's methods ends here.
+        self.stored_memo.borrow_mut().insert(function.id(), Vec::new());
+        let stored = self.compute_stored_parameters(function, depth);
+        self.stored_memo
+            .borrow_mut()
+            .insert(function.id(), stored.clone());
+        stored
+    }
+
+    fn compute_stored_parameters(&self, function: Node<'a>, depth: usize) -> Vec<StoredParameter> {
+        // `__init__` keeps its parameters as configuration.
+        if self
+            .model
+            .function_facts(function)
+            .is_some_and(|facts| facts.name == "__init__")
+        {
+            return Vec::new();
+        }
         let mut stored = self.directly_stored(function);
         if depth < 3 {
             for forwarded in self.forwarded_parameters(function, depth) {
@@ -118,31 +170,45 @@ impl<'a> Analysis<'a> {
         let Some(body) = function.child_by_field_id(FIELDS.body) else {
             return Vec::new();
         };
+        // Only the class's own methods are followed: `self.m(...)` calls, which a helper that
+        // keeps state through another method has.
+        let text = self.text(body);
+        let calls_a_storer = self.model.classes[class]
+            .methods
+            .iter()
+            .filter(|(_, method)| method.id() != function.id())
+            .filter(|(_, method)| {
+                method
+                    .child_by_field_id(FIELDS.body)
+                    .is_some_and(|body| may_keep_on_self(self.text(body)) || depth > 0)
+            })
+            .any(|(name, _)| text.contains(&format!("self.{name}(")));
+        if !calls_a_storer {
+            return Vec::new();
+        }
         let parameters = self.parameter_names(function);
         let graph_carrying = ValueFacts {
             kind: Kind::Tensor,
             graph: Tri::Yes,
             ..ValueFacts::default()
         };
-        let mut calls = Vec::new();
-        walk(body, |visit| {
-            let Visit::Enter(node) = visit else {
-                return Descend::Yes;
-            };
-            if node.kind_id() == KINDS.function_definition || node.kind_id() == KINDS.lambda {
-                return Descend::No;
+        // `self.m(...)` calls in the body, by the names the model's walk recorded.
+        let range = body.byte_range();
+        let mut calls: Vec<Node<'a>> = Vec::new();
+        for (name, _) in &self.model.classes[class].methods {
+            for &call in self.model.calls_by_name.get(name).into_iter().flatten() {
+                if range.contains(&call.start_byte())
+                    && self.model.callee(call).is_some_and(|callee| {
+                        callee.kind_id() == KINDS.attribute
+                            && callee
+                                .child_by_field_id(FIELDS.object)
+                                .is_some_and(|object| self.text(object) == "self")
+                    })
+                {
+                    calls.push(call);
+                }
             }
-            if node.kind_id() == KINDS.call
-                && let Some(callee) = self.model.callee(node)
-                && callee.kind_id() == KINDS.attribute
-                && callee
-                    .child_by_field_id(FIELDS.object)
-                    .is_some_and(|object| self.text(object) == "self")
-            {
-                calls.push(node);
-            }
-            Descend::Yes
-        });
+        }
         let mut forwarded = Vec::new();
         for call in calls {
             let Some(name) = self.model.call_name(call) else {
@@ -213,12 +279,16 @@ impl<'a> Analysis<'a> {
 
     /// The store at `node`, when `node` keeps a parameter of the method holding it on `self`.
     pub fn store_in_method(&self, node: Node<'a>) -> Option<Store<'a>> {
-        if !self.text(node).contains("self") {
+        if !self.store_shaped(node) {
             return None;
         }
         let function = self.enclosing_function(node)?;
         let facts = self.model.function_facts(function)?;
         facts.class?;
+        // `__init__` keeps its parameters as configuration.
+        if facts.name == "__init__" {
+            return None;
+        }
         let parameters = self.parameter_names(function);
         if parameters.len() < 2 {
             return None;
@@ -336,6 +406,17 @@ impl<'a> Analysis<'a> {
 
     /// A function's parameters by index, with `self` (or `cls`) as 0 when it has one.
     pub fn parameter_names(&self, function: Node<'a>) -> Vec<(u32, &'a str)> {
+        if let Some(known) = self.parameter_memo.borrow().get(&function.id()) {
+            return known.clone();
+        }
+        let names = self.find_parameter_names(function);
+        self.parameter_memo
+            .borrow_mut()
+            .insert(function.id(), names.clone());
+        names
+    }
+
+    fn find_parameter_names(&self, function: Node<'a>) -> Vec<(u32, &'a str)> {
         let Some(parameters) = function.child_by_field_id(FIELDS.parameters) else {
             return Vec::new();
         };
@@ -358,6 +439,45 @@ impl<'a> Analysis<'a> {
         names.dedup();
         names
     }
+}
+
+impl<'a> Analysis<'a> {
+    /// Whether a statement has the shape of a store on `self`, by its first line: asked before
+    /// anything about the method around it.
+    fn store_shaped(&self, node: Node<'a>) -> bool {
+        let text = self.text(node);
+        let line = text.split('\n').next().unwrap_or(text);
+        let kind = node.kind_id();
+        if kind == KINDS.call {
+            return matches!(
+                self.model.call_name(node),
+                Some("register_buffer" | "append" | "extend" | "insert" | "add_")
+            ) && line.trim_start().starts_with("self");
+        }
+        (kind == KINDS.assignment || kind == KINDS.augmented_assignment)
+            && line.trim_start().starts_with("self.")
+    }
+}
+
+/// Whether a body's text can keep anything on `self`: an attribute written
+/// (`self.x = `, `self.x[i] = `, `self.x += `), appended to, or registered.
+fn may_keep_on_self(text: &str) -> bool {
+    text.match_indices("self.").any(|(at, _)| {
+        let rest = &text[at + 5..];
+        let line = rest.split('\n').next().unwrap_or(rest);
+        let name_end = line
+            .find(|c: char| !c.is_alphanumeric() && c != '_')
+            .unwrap_or(line.len());
+        let after = line[name_end..].trim_start();
+        (after.starts_with('=') && !after.starts_with("=="))
+            || after.starts_with("+=")
+            || after.starts_with('[')
+            || after.starts_with(".append(")
+            || after.starts_with(".extend(")
+            || after.starts_with(".insert(")
+            || after.starts_with(".add_(")
+            || line[..name_end].starts_with("register_buffer")
+    })
 }
 
 /// Whether a target is `self.x` or an element of it.

@@ -47,7 +47,7 @@ impl EvalWithoutNoGrad {
         // to ask before what the call runs.
         if !checker.model.mode_calls.iter().any(|mode| mode.eval)
             && !eval_named(checker, call)
-            && trains_anything(checker)
+            && !inference_file(checker, call)
         {
             return;
         }
@@ -78,7 +78,7 @@ impl EvalWithoutNoGrad {
             None => {
                 forward.module.eval_mode
                     || eval_named(checker, call)
-                    || (forward.module.pretrained && !trains_anything(checker))
+                    || (forward.module.pretrained && inference_file(checker, call))
             }
         };
         if !in_eval
@@ -174,6 +174,20 @@ fn forward_helper<'a>(
     let analysis = &checker.analysis;
     let callee = checker.callee(call)?;
     let name = checker.call_name(call)?;
+    // One of the file's functions or methods, or a method of `self` a base class may define.
+    let own = checker
+        .model
+        .classes
+        .iter()
+        .any(|class| class.methods.iter().any(|(method, _)| *method == name))
+        || checker.model.function_nodes_named(name).next().is_some();
+    let on_self = callee.kind_id() == crate::parse::KINDS.attribute
+        && checker
+            .field(callee, crate::parse::FIELDS.object)
+            .is_some_and(|object| checker.node_text(object) == "self");
+    if !own && !on_self {
+        return None;
+    }
     if crate::semantic::values::is_non_forward_method(name.trim_start_matches('_'))
         || training::is_per_batch_hook(name)
     {
@@ -248,8 +262,12 @@ fn last_mode_call<'a>(
         .copied()
 }
 
-fn trains_anything(checker: &Checker<'_>) -> bool {
-    checker.analysis.trains_anything()
+/// Code outside any model's own methods, in a file that trains nothing but loads trained
+/// weights (a serving handler, a demo): a loaded model it runs is run for inference.
+fn inference_file<'a>(checker: &Checker<'a>, call: Node<'a>) -> bool {
+    !checker.analysis.trains_anything()
+        && checker.analysis.loads_weights()
+        && !super::in_module_method(checker, call)
 }
 
 /// `self.network.eval()` before `self.mnetwork(x)` (a wrapper of the same network) in the same

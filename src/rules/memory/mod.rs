@@ -736,6 +736,10 @@ pub fn own_method_name(checker: &Checker<'_>, class: usize, method: &str) -> Str
 /// `__setitem__`): the storing line's finding waits for one (`Assumption::GraphArgument`).
 pub fn record_graph_arguments<'a>(checker: &Checker<'a>, node: Node<'a>) {
     let analysis = &checker.analysis;
+    // TL102 and TL103 both ask at the same node.
+    if analysis.recorded_node.replace(node.id()) == node.id() {
+        return;
+    }
     // The receiver, the method and the arguments by parameter index (`self` is 0).
     let (receiver, method, arguments): (
         Node<'a>,
@@ -757,7 +761,8 @@ pub fn record_graph_arguments<'a>(checker: &Checker<'a>, node: Node<'a>) {
         if matches!(
             method,
             "append" | "extend" | "insert" | "add_" | "item" | "backward" | "step"
-        ) {
+        ) || !analysis.may_store(method)
+        {
             return;
         }
         let Some(list) = checker.arguments(node) else {
@@ -797,6 +802,9 @@ pub fn record_graph_arguments<'a>(checker: &Checker<'a>, node: Node<'a>) {
         let Some(receiver) = checker.field(left, FIELDS.value) else {
             return;
         };
+        if !analysis.may_store("__setitem__") {
+            return;
+        }
         (receiver, "__setitem__", vec![(Some(2), None, right)])
     } else {
         return;
