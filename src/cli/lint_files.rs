@@ -56,11 +56,12 @@ pub(super) fn lint_targets(
                         graph_calls: Vec::new(),
                     }
                 }
-                Err(linted) => linted,
+                Err(linted) => *linted,
             })
             .collect();
     }
-    let inputs: Vec<Mutex<Option<Result<Vec<u8>, Linted>>>> = targets
+    // Each file's bytes, taken by the task that lints it.
+    let inputs: Vec<Mutex<Option<Read>>> = targets
         .par_iter()
         .map(|target| Mutex::new(Some(read(target))))
         .collect();
@@ -86,7 +87,7 @@ pub(super) fn lint_targets(
             Some(Ok(bytes)) => {
                 lint_in_project(target, &bytes, cache, &facts, index, &demand[index])
             }
-            Some(Err(linted)) => (linted, FileSummary::default(), Vec::new()),
+            Some(Err(linted)) => (*linted, FileSummary::default(), Vec::new()),
             None => unreachable!("each file is linted once"),
         };
         facts.set_summary(index, Arc::new(summary));
@@ -119,7 +120,7 @@ pub(super) fn lint_targets(
                 Ok(bytes) => {
                     lint_in_project(target, &bytes, cache, &facts, index, &demand[index]).0
                 }
-                Err(linted) => linted,
+                Err(linted) => *linted,
             };
             (index, linted)
         })
@@ -176,16 +177,19 @@ fn link(facts: &FactBase, scanned: &[Vec<Import>]) -> (Vec<Vec<usize>>, Vec<Dema
     (dependencies, demand)
 }
 
-fn read(target: &LintTarget) -> Result<Vec<u8>, Linted> {
+/// A file's bytes, or its result when it could not be read.
+type Read = Result<Vec<u8>, Box<Linted>>;
+
+fn read(target: &LintTarget) -> Read {
     std::fs::read(&target.path).map_err(|error| {
         let message = describe_io_error(&target.path, &error);
-        Linted {
+        Box::new(Linted {
             outcome: Outcome::Failed(FileError::new(&target.path, message)),
             hash: None,
             called: None,
             warning: None,
             graph_calls: Vec::new(),
-        }
+        })
     })
 }
 

@@ -54,6 +54,8 @@ pub struct Analysis<'a> {
     graph_calls: RefCell<Vec<crate::project::GraphCall>>,
     /// Per loop, the names it backpropagates through (`backprop`).
     pub(super) backpropagated: RefCell<super::backprop::Backpropagated<'a>>,
+    /// Functions by node id, and whether they run a forward pass with their caller's grad.
+    pub(super) forward_with_grad_memo: RefCell<HashMap<usize, bool>>,
     /// Functions by node id, and whether they run a forward pass (`forward`).
     pub(super) runs_forward_memo: RefCell<HashMap<usize, bool>>,
     /// Loops that train through the functions they call (`steps`).
@@ -89,6 +91,7 @@ impl<'a> Analysis<'a> {
             loop_steps: RefCell::new(HashMap::default()),
             module_evidence: OnceCell::new(),
             runs_forward_memo: RefCell::new(HashMap::default()),
+            forward_with_grad_memo: RefCell::new(HashMap::default()),
             backpropagated: RefCell::new(HashMap::default()),
             graph_calls: RefCell::new(Vec::new()),
             stored_memo: RefCell::new(HashMap::default()),
@@ -133,10 +136,12 @@ impl<'a> Analysis<'a> {
 
     /// The questions asked of the fact base so far, without repeats.
     pub fn take_questions(&self) -> Vec<Question> {
-        let mut questions = std::mem::take(&mut *self.questions.borrow_mut());
-        questions.sort_by(|a, b| format!("{:?}", a.ask).cmp(&format!("{:?}", b.ask)));
-        questions.dedup();
+        let questions = std::mem::take(&mut *self.questions.borrow_mut());
+        let mut seen = rustc_hash::FxHashSet::default();
         questions
+            .into_iter()
+            .filter(|question| seen.insert(question.ask.clone()))
+            .collect()
     }
 
     /// Asks the fact base (or, outside a project, the framework table) about an imported
@@ -160,9 +165,6 @@ impl<'a> Analysis<'a> {
         let name = ask.name_mut();
         *name = absolute(name, project.module);
         let answer = project.facts.answer(&ask, project.file);
-        if std::env::var_os("TORCHLINT_DEBUG_FACTS").is_some() {
-            eprintln!("ask {:?} from {} -> {:?}", ask, project.module, answer);
-        }
         self.questions.borrow_mut().push(Question {
             ask,
             answer: answer.clone(),

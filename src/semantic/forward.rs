@@ -144,6 +144,20 @@ impl<'a> Analysis<'a> {
     /// Whether a function runs a forward pass that records a graph when its caller has grad
     /// on: one outside the function's own `no_grad` blocks.
     pub fn runs_forward_with_grad(&self, function: Node<'a>) -> bool {
+        if let Some(&known) = self.forward_with_grad_memo.borrow().get(&function.id()) {
+            return known;
+        }
+        self.forward_with_grad_memo
+            .borrow_mut()
+            .insert(function.id(), false);
+        let runs = self.find_forward_with_grad(function);
+        self.forward_with_grad_memo
+            .borrow_mut()
+            .insert(function.id(), runs);
+        runs
+    }
+
+    fn find_forward_with_grad(&self, function: Node<'a>) -> bool {
         let Some(body) = function.child_by_field_id(FIELDS.body) else {
             return false;
         };
@@ -163,6 +177,7 @@ impl<'a> Analysis<'a> {
                 return Descend::No;
             }
             if node.kind_id() == KINDS.call
+                && self.may_be_forward(node)
                 && self.grad().mode_at(node.start_byte()).may_record()
                 && (self.forward_call(node).is_some_and(|f| !f.grad_disabled)
                     || self.calls_forward_helper(node, 1))
@@ -173,6 +188,57 @@ impl<'a> Analysis<'a> {
             Descend::Yes
         });
         found
+    }
+
+    /// [`Analysis::runs_forward_with_grad`] for a summary, from the text alone: a call of
+    /// `self(...)`, or of an attribute of `self` that is none of the class's methods
+    /// (`self.model(x)`, `self.encoder(h)`), outside the method's own `no_grad` blocks. A
+    /// summary is made for every method other files may call, and a value analysis of each
+    /// would cost more than the rest of the file's.
+    pub fn may_run_forward_with_grad(&self, function: Node<'a>, class: usize) -> bool {
+        if self.grad().disabled_by_decorator(function) {
+            return false;
+        }
+        let Some(body) = function.child_by_field_id(FIELDS.body) else {
+            return false;
+        };
+        let text = self.text(body);
+        let start = body.start_byte();
+        let methods = &self.model.classes[class].methods;
+        // `self(...)` is a forward pass only for a module; a class with no bases is not one.
+        let callable_self =
+            self.modules().is_module_class(class) || !self.model.classes[class].bases.is_empty();
+        text.match_indices("self").any(|(at, _)| {
+            let rest = &text[at + 4..];
+            let called = if let Some(rest) = rest.strip_prefix('.') {
+                let end = rest
+                    .find(|c: char| !c.is_alphanumeric() && c != '_')
+                    .unwrap_or(rest.len());
+                let name = &rest[..end];
+                rest[end..].starts_with('(')
+                    && !methods.iter().any(|(method, _)| *method == name)
+                    && !NOT_A_FORWARD.contains(&name)
+                    && !is_non_forward_method(name)
+            } else {
+                callable_self
+                    && rest.starts_with('(')
+                    && !text[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_')
+            };
+            called && self.grad().mode_at(start + at).may_record()
+        })
+    }
+
+    /// Whether a call can be a forward pass at all, by its name: not a builtin, a tensor or
+    /// container method, or a library function (asked before any value analysis).
+    fn may_be_forward(&self, call: Node<'a>) -> bool {
+        let Some((callee, name)) = self.model.recorded_call(call) else {
+            return true;
+        };
+        if callee.kind_id() == KINDS.attribute {
+            return !NOT_A_FORWARD.contains(&name) && !is_non_forward_method(name);
+        }
+        // A bare name: the file's own function, an import, or a local (a model argument).
+        !BUILTINS.contains(&name) || self.model.scopes.may_rename(name)
     }
 
     fn runs_forward_at_depth(&self, function: Node<'a>, depth: usize) -> bool {
@@ -196,9 +262,6 @@ impl<'a> Analysis<'a> {
                     || (depth < 2 && self.calls_forward_helper(node, depth)))
             {
                 found = true;
-                if std::env::var_os("TORCHLINT_DEBUG_FACTS").is_some() {
-                    eprintln!("runs forward: {}", self.text(node));
-                }
                 return Descend::No;
             }
             Descend::Yes
@@ -286,3 +349,154 @@ fn runs_model_by_name(name: &str) -> bool {
     .any(|word| name.starts_with(word))
         || name.ends_with("_step") && name != "train_step" && name != "training_step"
 }
+
+/// Builtins that run no model.
+const BUILTINS: &[&str] = &[
+    "len",
+    "range",
+    "print",
+    "isinstance",
+    "getattr",
+    "setattr",
+    "hasattr",
+    "int",
+    "float",
+    "str",
+    "bool",
+    "list",
+    "dict",
+    "tuple",
+    "set",
+    "zip",
+    "enumerate",
+    "sum",
+    "min",
+    "max",
+    "abs",
+    "round",
+    "sorted",
+    "reversed",
+    "map",
+    "filter",
+    "any",
+    "all",
+    "iter",
+    "next",
+    "super",
+    "type",
+    "format",
+    "open",
+    "repr",
+    "id",
+    "hash",
+    "divmod",
+    "pow",
+    "vars",
+];
+
+/// Methods of tensors, containers and strings that run no model.
+const NOT_A_FORWARD: &[&str] = &[
+    "view",
+    "reshape",
+    "permute",
+    "transpose",
+    "contiguous",
+    "size",
+    "dim",
+    "unsqueeze",
+    "squeeze",
+    "expand",
+    "repeat",
+    "flatten",
+    "chunk",
+    "split",
+    "append",
+    "extend",
+    "items",
+    "keys",
+    "values",
+    "get",
+    "update",
+    "pop",
+    "join",
+    "format",
+    "replace",
+    "startswith",
+    "endswith",
+    "strip",
+    "lower",
+    "upper",
+    "item",
+    "tolist",
+    "numpy",
+    "detach",
+    "clone",
+    "sum",
+    "mean",
+    "max",
+    "min",
+    "argmax",
+    "softmax",
+    "log_softmax",
+    "masked_fill",
+    "float",
+    "long",
+    "int",
+    "bool",
+    "half",
+    "type",
+    "type_as",
+    "new_zeros",
+    "new_ones",
+    "new_full",
+    "fill_",
+    "zero_",
+    "copy_",
+    "add",
+    "mul",
+    "div",
+    "sub",
+    "matmul",
+    "bmm",
+    "exp",
+    "log",
+    "sqrt",
+    "pow",
+    "abs",
+    "clamp",
+    "gather",
+    "scatter",
+    "index_select",
+    "masked_select",
+    "narrow",
+    "select",
+    "unbind",
+    "stack",
+    "cat",
+    "where",
+    "any",
+    "all",
+    "eq",
+    "ne",
+    "gt",
+    "lt",
+    "ge",
+    "le",
+    "info",
+    "warning",
+    "debug",
+    "error",
+    "warn",
+    "write",
+    "read",
+    "close",
+    "numel",
+    "nonzero",
+    "cumsum",
+    "norm",
+    "std",
+    "var",
+    "float32",
+    "bfloat16",
+    "t",
+];

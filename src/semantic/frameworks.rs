@@ -31,6 +31,8 @@ pub struct Frameworks {
     model_factories: GlobSet,
     weight_loaders: GlobSet,
     tensor_functions: GlobSet,
+    /// The first dotted parts of the `tensor_functions` patterns.
+    tensor_function_heads: Vec<String>,
     not_models: GlobSet,
     module_bases: GlobSet,
 }
@@ -50,6 +52,11 @@ impl Frameworks {
             model_factories: compile(&table.model_factories)?,
             weight_loaders: compile(&table.weight_loaders)?,
             tensor_functions: compile(&table.tensor_functions)?,
+            tensor_function_heads: table
+                .tensor_functions
+                .iter()
+                .map(|p| p.split('.').next().unwrap_or(p).to_owned())
+                .collect(),
             not_models: compile(&table.not_models)?,
             module_bases: compile(&table.module_bases)?,
         })
@@ -80,7 +87,11 @@ pub fn call_result(qualified: &str) -> Option<ValueFacts> {
 
 /// Whether a library function returns a tensor that keeps its arguments' graph and device.
 pub fn keeps_graph(qualified: &str) -> bool {
-    BUILTIN.tensor_functions.is_match(qualified)
+    // Most names are `torch.*` or builtins: a glob match per call would cost more than the
+    // rest of the call's analysis.
+    let head = qualified.split('.').next().unwrap_or(qualified);
+    BUILTIN.tensor_function_heads.iter().any(|h| h == head)
+        && BUILTIN.tensor_functions.is_match(qualified)
 }
 
 /// What a library name holds as a value (a model class).

@@ -69,15 +69,14 @@ impl<'a> Analysis<'a> {
         let Some(body) = function.child_by_field_id(FIELDS.body) else {
             return Vec::new();
         };
-        if !may_keep_on_self(self.text(body)) {
-            return Vec::new();
-        }
         // From what the model's walk recorded, not another walk: `self.x = ...`,
         // `self.x[i] = ...`, `self.xs.append(...)`, `self.register_buffer(...)`.
         let range = body.byte_range();
         let inside = |node: Node<'a>| {
             range.contains(&node.start_byte())
-                && self.enclosing_function(node).is_some_and(|f| f.id() == function.id())
+                && self
+                    .enclosing_function(node)
+                    .is_some_and(|f| f.id() == function.id())
         };
         let mut candidates: Vec<Node<'a>> = Vec::new();
         for assignment in self.self_attribute_statements(range.clone()) {
@@ -94,11 +93,7 @@ impl<'a> Analysis<'a> {
             candidates.push(node);
         }
         for method in ["register_buffer", "append", "extend", "insert", "add_"] {
-            for &call in self.model.calls_by_name.get(method).into_iter().flatten() {
-                if range.contains(&call.start_byte()) {
-                    candidates.push(call);
-                }
-            }
+            candidates.extend(self.calls_in(method, range.clone()));
         }
         candidates.sort_by_key(|node| node.start_byte());
         candidates.dedup_by_key(|node| node.id());
@@ -106,6 +101,20 @@ impl<'a> Analysis<'a> {
             .into_iter()
             .filter(|node| inside(*node))
             .filter_map(|node| self.store_at(node, &parameters))
+            .collect()
+    }
+
+    /// The calls of a name (`f(...)`, `x.f(...)`) that start in `range`.
+    fn calls_in(&self, name: &str, range: std::ops::Range<usize>) -> Vec<Node<'a>> {
+        let Some(calls) = self.model.calls_by_name.get(name) else {
+            return Vec::new();
+        };
+        // In document order, as the walk recorded them.
+        let first = calls.partition_point(|call| call.start_byte() < range.start);
+        calls[first..]
+            .iter()
+            .take_while(|call| call.start_byte() < range.end)
+            .copied()
             .collect()
     }
 
@@ -133,7 +142,9 @@ impl<'a> Analysis<'a> {
             return known.clone();
         }
         // Recursion through the class's methods ends here.
-        self.stored_memo.borrow_mut().insert(function.id(), Vec::new());
+        self.stored_memo
+            .borrow_mut()
+            .insert(function.id(), Vec::new());
         let stored = self.compute_stored_parameters(function, depth);
         self.stored_memo
             .borrow_mut()
@@ -172,20 +183,6 @@ impl<'a> Analysis<'a> {
         };
         // Only the class's own methods are followed: `self.m(...)` calls, which a helper that
         // keeps state through another method has.
-        let text = self.text(body);
-        let calls_a_storer = self.model.classes[class]
-            .methods
-            .iter()
-            .filter(|(_, method)| method.id() != function.id())
-            .filter(|(_, method)| {
-                method
-                    .child_by_field_id(FIELDS.body)
-                    .is_some_and(|body| may_keep_on_self(self.text(body)) || depth > 0)
-            })
-            .any(|(name, _)| text.contains(&format!("self.{name}(")));
-        if !calls_a_storer {
-            return Vec::new();
-        }
         let parameters = self.parameter_names(function);
         let graph_carrying = ValueFacts {
             kind: Kind::Tensor,
@@ -196,18 +193,19 @@ impl<'a> Analysis<'a> {
         let range = body.byte_range();
         let mut calls: Vec<Node<'a>> = Vec::new();
         for (name, _) in &self.model.classes[class].methods {
-            for &call in self.model.calls_by_name.get(name).into_iter().flatten() {
-                if range.contains(&call.start_byte())
-                    && self.model.callee(call).is_some_and(|callee| {
-                        callee.kind_id() == KINDS.attribute
-                            && callee
-                                .child_by_field_id(FIELDS.object)
-                                .is_some_and(|object| self.text(object) == "self")
-                    })
-                {
+            for call in self.calls_in(name, range.clone()) {
+                if self.model.callee(call).is_some_and(|callee| {
+                    callee.kind_id() == KINDS.attribute
+                        && callee
+                            .child_by_field_id(FIELDS.object)
+                            .is_some_and(|object| self.text(object) == "self")
+                }) {
                     calls.push(call);
                 }
             }
+        }
+        if calls.is_empty() {
+            return Vec::new();
         }
         let mut forwarded = Vec::new();
         for call in calls {
@@ -445,39 +443,18 @@ impl<'a> Analysis<'a> {
     /// Whether a statement has the shape of a store on `self`, by its first line: asked before
     /// anything about the method around it.
     fn store_shaped(&self, node: Node<'a>) -> bool {
-        let text = self.text(node);
-        let line = text.split('\n').next().unwrap_or(text);
         let kind = node.kind_id();
+        // Statements start at their target: `self.x = ...`, `self.xs.append(...)`.
+        let text = self.text(node).as_bytes();
         if kind == KINDS.call {
             return matches!(
                 self.model.call_name(node),
                 Some("register_buffer" | "append" | "extend" | "insert" | "add_")
-            ) && line.trim_start().starts_with("self");
+            ) && text.starts_with(b"self");
         }
         (kind == KINDS.assignment || kind == KINDS.augmented_assignment)
-            && line.trim_start().starts_with("self.")
+            && text.starts_with(b"self.")
     }
-}
-
-/// Whether a body's text can keep anything on `self`: an attribute written
-/// (`self.x = `, `self.x[i] = `, `self.x += `), appended to, or registered.
-fn may_keep_on_self(text: &str) -> bool {
-    text.match_indices("self.").any(|(at, _)| {
-        let rest = &text[at + 5..];
-        let line = rest.split('\n').next().unwrap_or(rest);
-        let name_end = line
-            .find(|c: char| !c.is_alphanumeric() && c != '_')
-            .unwrap_or(line.len());
-        let after = line[name_end..].trim_start();
-        (after.starts_with('=') && !after.starts_with("=="))
-            || after.starts_with("+=")
-            || after.starts_with('[')
-            || after.starts_with(".append(")
-            || after.starts_with(".extend(")
-            || after.starts_with(".insert(")
-            || after.starts_with(".add_(")
-            || line[..name_end].starts_with("register_buffer")
-    })
 }
 
 /// Whether a target is `self.x` or an element of it.

@@ -276,9 +276,19 @@ fn function_summary<'a>(
             }
         };
     }
+    // A model's `forward` runs it, by definition (whether the class is a model is the class
+    // summary's); other dunders do not.
+    let name = facts.map_or("", |f| f.name.as_str());
+    let runs_forward = match name {
+        "forward" | "__call__" => !analysis.grad().disabled_by_decorator(function),
+        _ if name.starts_with("__") => false,
+        _ => facts
+            .and_then(|f| f.class)
+            .is_some_and(|class| analysis.may_run_forward_with_grad(function, class)),
+    };
     FunctionSummary {
         returns: summary,
-        runs_forward: analysis.runs_forward_with_grad(function),
+        runs_forward,
         grad_disabled: analysis.grad().disabled_by_decorator(function),
         trains: facts.is_some_and(|f| f.contains_training),
         stores: if first_parameter == 1 {

@@ -119,9 +119,6 @@ fn check_helper_call<'a>(
     checker: &Checker<'a>,
     out: &mut Vec<Diagnostic>,
 ) {
-    let Some((helper, label)) = forward_helper(checker, call) else {
-        return;
-    };
     let function = checker.analysis.enclosing_function(call);
     // The last mode switch before the call in the function, of whichever model.
     let eval_call = checker
@@ -145,6 +142,9 @@ fn check_helper_call<'a>(
     if !in_eval || needs_gradients(checker, function, "self") {
         return;
     }
+    let Some((helper, label)) = forward_helper(checker, call) else {
+        return;
+    };
     let message = rule.message.replace("{call}", &short(checker, call));
     let mut diagnostic = Diagnostic::new(rule, message, call.byte_range());
     if let Some(range) = label {
@@ -181,11 +181,7 @@ fn forward_helper<'a>(
         .iter()
         .any(|class| class.methods.iter().any(|(method, _)| *method == name))
         || checker.model.function_nodes_named(name).next().is_some();
-    let on_self = callee.kind_id() == crate::parse::KINDS.attribute
-        && checker
-            .field(callee, crate::parse::FIELDS.object)
-            .is_some_and(|object| checker.node_text(object) == "self");
-    if !own && !on_self {
+    if !own {
         return None;
     }
     if crate::semantic::values::is_non_forward_method(name.trim_start_matches('_'))

@@ -731,6 +731,9 @@ pub fn own_method_name(checker: &Checker<'_>, class: usize, method: &str) -> Str
     format!("{module}.{}.{method}", checker.model.classes[class].name)
 }
 
+/// An argument of a call: its position (`self` is 0) or keyword, and its value.
+type PassedArgument<'a> = (Option<u32>, Option<&'a str>, Node<'a>);
+
 /// Records a call at `node` that passes a graph-carrying tensor to a method of the project
 /// that keeps it (`meter.update(loss)`, `stats["loss"] = loss` on a collector's
 /// `__setitem__`): the storing line's finding waits for one (`Assumption::GraphArgument`).
@@ -741,74 +744,68 @@ pub fn record_graph_arguments<'a>(checker: &Checker<'a>, node: Node<'a>) {
         return;
     }
     // The receiver, the method and the arguments by parameter index (`self` is 0).
-    let (receiver, method, arguments): (
-        Node<'a>,
-        &str,
-        Vec<(Option<u32>, Option<&str>, Node<'a>)>,
-    ) = if node.kind_id() == KINDS.call {
-        let Some(callee) = checker.callee(node) else {
-            return;
-        };
-        if callee.kind_id() != KINDS.attribute {
-            return;
-        }
-        let (Some(receiver), Some(method)) = (
-            checker.field(callee, FIELDS.object),
-            checker.call_name(node),
-        ) else {
-            return;
-        };
-        if matches!(
-            method,
-            "append" | "extend" | "insert" | "add_" | "item" | "backward" | "step"
-        ) || !analysis.may_store(method)
-        {
-            return;
-        }
-        let Some(list) = checker.arguments(node) else {
-            return;
-        };
-        let mut cursor = list.walk();
-        let mut arguments = Vec::new();
-        let mut position = 1;
-        for argument in list.named_children(&mut cursor) {
-            if argument.kind_id() == KINDS.keyword_argument {
-                let (Some(name), Some(value)) = (
-                    argument.child_by_field_id(FIELDS.name),
-                    argument.child_by_field_id(FIELDS.value),
-                ) else {
-                    continue;
-                };
-                arguments.push((None, Some(checker.node_text(name)), value));
-            } else if argument.kind_id() != KINDS.list_splat
-                && argument.kind_id() != KINDS.dictionary_splat
-            {
-                arguments.push((Some(position), None, argument));
-                position += 1;
+    let (receiver, method, arguments): (Node<'a>, &str, Vec<PassedArgument<'a>>) =
+        if node.kind_id() == KINDS.call {
+            let Some(callee) = checker.callee(node) else {
+                return;
+            };
+            if callee.kind_id() != KINDS.attribute {
+                return;
             }
-        }
-        (receiver, method, arguments)
-    } else if node.kind_id() == KINDS.assignment {
-        // `collector["loss"] = loss`: `__setitem__(self, key, value)`.
-        let (Some(left), Some(right)) = (
-            checker.field(node, FIELDS.left),
-            checker.field(node, FIELDS.right),
-        ) else {
+            let Some(method) = checker.call_name(node) else {
+                return;
+            };
+            if matches!(
+                method,
+                "append" | "extend" | "insert" | "add_" | "item" | "backward" | "step"
+            ) || !analysis.may_store(method)
+            {
+                return;
+            }
+            let Some(receiver) = checker.field(callee, FIELDS.object) else {
+                return;
+            };
+            let Some(list) = checker.arguments(node) else {
+                return;
+            };
+            let mut cursor = list.walk();
+            let mut arguments = Vec::new();
+            let mut position = 1;
+            for argument in list.named_children(&mut cursor) {
+                if argument.kind_id() == KINDS.keyword_argument {
+                    let (Some(name), Some(value)) = (
+                        argument.child_by_field_id(FIELDS.name),
+                        argument.child_by_field_id(FIELDS.value),
+                    ) else {
+                        continue;
+                    };
+                    arguments.push((None, Some(checker.node_text(name)), value));
+                } else if argument.kind_id() != KINDS.list_splat
+                    && argument.kind_id() != KINDS.dictionary_splat
+                {
+                    arguments.push((Some(position), None, argument));
+                    position += 1;
+                }
+            }
+            (receiver, method, arguments)
+        } else if node.kind_id() == KINDS.assignment && analysis.may_store("__setitem__") {
+            // `collector["loss"] = loss`: `__setitem__(self, key, value)`.
+            let (Some(left), Some(right)) = (
+                checker.field(node, FIELDS.left),
+                checker.field(node, FIELDS.right),
+            ) else {
+                return;
+            };
+            if left.kind_id() != KINDS.subscript {
+                return;
+            }
+            let Some(receiver) = checker.field(left, FIELDS.value) else {
+                return;
+            };
+            (receiver, "__setitem__", vec![(Some(2), None, right)])
+        } else {
             return;
         };
-        if left.kind_id() != KINDS.subscript {
-            return;
-        }
-        let Some(receiver) = checker.field(left, FIELDS.value) else {
-            return;
-        };
-        if !analysis.may_store("__setitem__") {
-            return;
-        }
-        (receiver, "__setitem__", vec![(Some(2), None, right)])
-    } else {
-        return;
-    };
     if arguments.is_empty() || !analysis.may_store(method) {
         return;
     }
