@@ -60,21 +60,20 @@ pub(super) fn lint_targets(
             })
             .collect();
     }
-    // Each file's bytes, taken by the task that lints it.
-    let inputs: Vec<Mutex<Option<Read>>> = targets
+    // Each file's bytes, taken by the task that lints it, and its imports, read while the
+    // bytes are at hand.
+    let (inputs, scanned): (Vec<Mutex<Option<Read>>>, Vec<Vec<Import>>) = targets
         .par_iter()
-        .map(|target| Mutex::new(Some(read(target))))
-        .collect();
-    let facts = FactBase::new(targets.iter().map(|target| target.path.as_path()));
-    let scanned: Vec<Vec<Import>> = inputs
-        .par_iter()
-        .map(|input| match &*lock(input) {
-            Some(Ok(bytes)) => {
-                std::str::from_utf8(bytes).map_or_else(|_| Vec::new(), imports::scan)
-            }
-            _ => Vec::new(),
+        .map(|target| {
+            let input = read(target);
+            let imports = match &input {
+                Ok(bytes) => std::str::from_utf8(bytes).map_or_else(|_| Vec::new(), imports::scan),
+                Err(_) => Vec::new(),
+            };
+            (Mutex::new(Some(input)), imports)
         })
-        .collect();
+        .unzip();
+    let facts = FactBase::new(targets.iter().map(|target| target.path.as_path()));
     let (dependencies, demand) = link(&facts, &scanned);
     drop(scanned);
 
@@ -139,41 +138,70 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// Which files each file imports (by index), and which names of each file the others import.
 fn link(facts: &FactBase, scanned: &[Vec<Import>]) -> (Vec<Vec<usize>>, Vec<Demand>) {
-    let mut dependencies: Vec<Vec<usize>> = vec![Vec::new(); scanned.len()];
-    let mut demand: Vec<Demand> = vec![Demand::default(); scanned.len()];
-    for (importer, imports) in scanned.iter().enumerate() {
-        let here = facts.module(importer).to_owned();
-        for import in imports {
-            let module = crate::semantic::summary::absolute_module(&import.module, &here);
-            let mut need = |file: usize, name: Option<&str>| {
-                if file != importer && !dependencies[importer].contains(&file) {
-                    dependencies[importer].push(file);
-                }
-                demand[file].add(name);
-            };
-            let target = facts.module_file(&module, Some(importer));
-            match &import.names {
-                None => {
-                    if let Some(file) = target {
-                        need(file, None);
-                    }
-                }
-                Some(names) => {
-                    for name in names {
-                        // `from pkg import models`: a submodule, imported whole.
-                        let submodule = format!("{module}.{name}");
-                        if let Some(file) = facts.module_file(&submodule, Some(importer))
-                            && Some(file) != target
-                        {
-                            need(file, None);
-                        } else if let Some(file) = target {
-                            need(file, Some(name));
+    // What each file needs of which other file (`None`: all of it), found in parallel.
+    let needs: Vec<Vec<(usize, Option<&str>)>> = scanned
+        .par_iter()
+        .enumerate()
+        .map(|(importer, imports)| {
+            let here = facts.module(importer);
+            let mut needs = Vec::new();
+            for import in imports {
+                let module = crate::semantic::summary::absolute_module(&import.module, here);
+                let target = facts.module_file(&module, Some(importer));
+                match &import.names {
+                    None => needs.extend(target.map(|file| (file, None))),
+                    Some(names) => {
+                        for name in names {
+                            // `from pkg import models`: a submodule, imported whole.
+                            let submodule = format!("{module}.{name}");
+                            if let Some(file) = facts.module_file(&submodule, Some(importer))
+                                && Some(file) != target
+                            {
+                                needs.push((file, None));
+                            } else if let Some(file) = target {
+                                needs.push((file, Some(name.as_str())));
+                            }
                         }
                     }
                 }
             }
-        }
-    }
+            needs.retain(|(file, _)| *file != importer);
+            needs
+        })
+        .collect();
+    let mut whole = vec![false; scanned.len()];
+    let mut names: Vec<Vec<&str>> = vec![Vec::new(); scanned.len()];
+    let dependencies = needs
+        .iter()
+        .map(|needs| {
+            let mut files: Vec<usize> = needs.iter().map(|(file, _)| *file).collect();
+            files.sort_unstable();
+            files.dedup();
+            for (file, name) in needs {
+                match name {
+                    None => whole[*file] = true,
+                    Some(name) => names[*file].push(name),
+                }
+            }
+            files
+        })
+        .collect();
+    let demand = whole
+        .into_iter()
+        .zip(names)
+        .map(|(whole, mut names)| {
+            if whole {
+                return Demand::Everything;
+            }
+            names.sort_unstable();
+            names.dedup();
+            if names.is_empty() {
+                Demand::Nothing
+            } else {
+                Demand::Names(names.into_iter().map(str::to_owned).collect())
+            }
+        })
+        .collect();
     (dependencies, demand)
 }
 

@@ -46,6 +46,10 @@ pub struct Analysis<'a> {
     pub(super) parameter_memo: RefCell<HashMap<usize, Vec<(u32, &'a str)>>>,
     /// The names of the file's methods (`may_store` asks at every call).
     method_names: OnceCell<rustc_hash::FxHashSet<&'a str>>,
+    /// The fact base's answers so far, by question as the file spells it.
+    answers: RefCell<HashMap<Ask, Answer>>,
+    /// Whether the file's methods of a name keep a parameter, by name.
+    own_storing: RefCell<rustc_hash::FxHashMap<String, bool>>,
     /// The last node `record_graph_arguments` looked at (the rules that share it ask twice).
     pub recorded_node: std::cell::Cell<usize>,
     /// Methods by node id, and the parameters they keep (`stores`).
@@ -97,6 +101,8 @@ impl<'a> Analysis<'a> {
             stored_memo: RefCell::new(HashMap::default()),
             parameter_memo: RefCell::new(HashMap::default()),
             method_names: OnceCell::new(),
+            answers: RefCell::default(),
+            own_storing: RefCell::default(),
             recorded_node: std::cell::Cell::new(usize::MAX),
             trains_anything: OnceCell::new(),
             loads_weights: OnceCell::new(),
@@ -151,7 +157,17 @@ impl<'a> Analysis<'a> {
     }
 
     /// [`Analysis::ask`], with the whole answer.
-    pub fn ask_answer(&self, mut ask: Ask) -> Answer {
+    pub fn ask_answer(&self, ask: Ask) -> Answer {
+        // The value analysis asks the same of many lines (`torch.nn.Linear`, `F.relu`).
+        if let Some(known) = self.answers.borrow().get(&ask) {
+            return known.clone();
+        }
+        let answer = self.answer_afresh(ask.clone());
+        self.answers.borrow_mut().insert(ask, answer.clone());
+        answer
+    }
+
+    fn answer_afresh(&self, mut ask: Ask) -> Answer {
         let Some(project) = self.project else {
             let facts = match &ask {
                 Ask::Call(name) => super::frameworks::call_result(name),
@@ -187,7 +203,9 @@ impl<'a> Analysis<'a> {
     pub fn trains_anything(&self) -> bool {
         *self.trains_anything.get_or_init(|| {
             let text = self.source;
-            text.contains(".backward(") || text.contains("optim") || text.contains(".step(")
+            file_mentions(text, ".backward(")
+                || file_mentions(text, "optim")
+                || file_mentions(text, ".step(")
         })
     }
 
@@ -196,7 +214,7 @@ impl<'a> Analysis<'a> {
     pub fn loads_weights(&self) -> bool {
         *self.loads_weights.get_or_init(|| {
             let text = self.source;
-            text.contains("from_pretrained(") || text.contains(".load(")
+            file_mentions(text, "from_pretrained(") || file_mentions(text, ".load(")
         })
     }
 
@@ -212,15 +230,23 @@ impl<'a> Analysis<'a> {
                 .map(|(name, _)| *name)
                 .collect()
         });
-        let own = names.contains(method)
-            && self
-                .model
-                .classes
-                .iter()
-                .flat_map(|class| class.methods.iter())
-                .any(|(name, function)| {
-                    *name == method && !self.stored_parameters(*function).is_empty()
-                });
+        let own = names.contains(method) && {
+            let known = self.own_storing.borrow().get(method).copied();
+            known.unwrap_or_else(|| {
+                let stores = self
+                    .model
+                    .classes
+                    .iter()
+                    .flat_map(|class| class.methods.iter())
+                    .any(|(name, function)| {
+                        *name == method && !self.stored_parameters(*function).is_empty()
+                    });
+                self.own_storing
+                    .borrow_mut()
+                    .insert(method.to_owned(), stores);
+                stores
+            })
+        };
         own || self.project.is_some_and(|p| p.facts.may_store(method))
     }
 
@@ -300,4 +326,10 @@ fn absolute(name: &str, module: &str) -> String {
     } else {
         name.to_owned()
     }
+}
+
+/// Whether a whole file's text contains `needle`: a vectorised search, where `str::contains`
+/// would cost as much as a second lexer on every file.
+pub fn file_mentions(text: &str, needle: &str) -> bool {
+    memchr::memmem::find(text.as_bytes(), needle.as_bytes()).is_some()
 }

@@ -447,10 +447,11 @@ impl<'a> Analysis<'a> {
         // Statements start at their target: `self.x = ...`, `self.xs.append(...)`.
         let text = self.text(node).as_bytes();
         if kind == KINDS.call {
-            return matches!(
-                self.model.call_name(node),
-                Some("register_buffer" | "append" | "extend" | "insert" | "add_")
-            ) && text.starts_with(b"self");
+            return text.starts_with(b"self")
+                && matches!(
+                    self.model.call_name(node),
+                    Some("register_buffer" | "append" | "extend" | "insert" | "add_")
+                );
         }
         (kind == KINDS.assignment || kind == KINDS.augmented_assignment)
             && text.starts_with(b"self.")

@@ -1395,10 +1395,11 @@ impl<'a> Analysis<'a> {
     fn targets_gpu(&self) -> bool {
         *self.targets_gpu.get_or_init(|| {
             // Lightning's Trainer moves a `LightningModule` to the accelerator.
-            self.source.contains("cuda")
-                || self.source.contains(".to(device")
-                || self.source.contains(".to(self.device")
-                || self.source.contains("lightning")
+            let mentions = |needle| super::analysis::file_mentions(self.source, needle);
+            mentions("cuda")
+                || mentions(".to(device")
+                || mentions(".to(self.device")
+                || mentions("lightning")
         })
     }
 
