@@ -116,3 +116,114 @@ fn evaluation_hooks_of_a_framework_base_class_from_another_file() {
     let run = project.run(&["check", "--output-format", "concise", "--select", "TL102"]);
     assert_eq!(run.findings(), ["model.py:14:9: TL102"]);
 }
+
+fn findings(project: &Project, select: &str, args: &[&str]) -> Vec<String> {
+    let mut all = vec!["check", "--output-format", "concise", "--select", select];
+    all.extend_from_slice(args);
+    project.run(&all).findings()
+}
+
+const EVALUATE_IMPORTED_MODEL: &str = "\
+import torch
+from pkg.nets import SeqNet
+
+def evaluate(cfg, loader):
+    model = SeqNet(cfg).cuda()
+    model.eval()
+    total = 0
+    for x, y in loader:
+        total += (model(x.cuda()).argmax(1) == y.cuda()).sum().item()
+    return total
+";
+
+#[test]
+fn a_class_defined_in_another_file_of_the_run_is_a_model() {
+    let project = Project::new();
+    project.write(
+        "pkg/nets.py",
+        "import torch.nn as nn\n\nclass SeqNet(nn.Module):\n    def __init__(self, cfg):\n        super().__init__()\n        self.fc = nn.Linear(cfg.width, 10)\n\n    def forward(self, x):\n        return self.fc(x)\n",
+    );
+    project.write("pkg/eval.py", EVALUATE_IMPORTED_MODEL);
+    assert_eq!(
+        findings(&project, "TL101", &[]),
+        ["pkg/eval.py:9:19: TL101"]
+    );
+}
+
+#[test]
+fn a_class_of_another_file_that_is_no_module_is_not_a_model() {
+    // A callable preprocessing class: calling it in evaluation code runs no model.
+    let project = Project::new();
+    project.write(
+        "pkg/nets.py",
+        "class Normalize:\n    def __init__(self, cfg):\n        self.mean = cfg.mean\n\n    def __call__(self, x):\n        return x - self.mean\n",
+    );
+    project.write(
+        "pkg/eval.py",
+        "import torch\nfrom pkg.nets import Normalize\n\ndef evaluate(cfg, loader):\n    normalize = Normalize(cfg)\n    total = 0\n    for x, y in loader:\n        total += (normalize(x.cuda()).argmax(1) == y.cuda()).sum().item()\n    return total\n",
+    );
+    assert_eq!(findings(&project, "TL101", &[]), Vec::<String>::new());
+    // Made a module, the class makes the call a forward pass; the second run finds the first
+    // run's result for the unchanged `eval.py` in the cache and must decide it again.
+    project.write(
+        "pkg/nets.py",
+        "import torch.nn as nn\n\nclass Normalize(nn.Module):\n    def forward(self, x):\n        return x\n",
+    );
+    assert_eq!(
+        findings(&project, "TL101", &[]),
+        ["pkg/eval.py:8:19: TL101"]
+    );
+}
+
+#[test]
+fn a_factory_in_another_file_returns_a_model() {
+    let project = Project::new();
+    project.write(
+        "pkg/factory.py",
+        "import torchvision\n\ndef build_model(name):\n    return torchvision.models.resnet18(num_classes=10)\n",
+    );
+    project.write(
+        "pkg/eval.py",
+        "import torch\nfrom pkg.factory import build_model\n\ndef evaluate(loader):\n    model = build_model(\"r18\").cuda()\n    model.eval()\n    hits = 0\n    for x, y in loader:\n        hits += (model(x.cuda()).argmax(1) == y.cuda()).sum().item()\n    return hits\n",
+    );
+    assert_eq!(
+        findings(&project, "TL101", &[]),
+        ["pkg/eval.py:9:18: TL101"]
+    );
+}
+
+const METER: &str = "\
+class AverageMeter:
+    def __init__(self):
+        self.sum = 0.0
+        self.count = 0
+
+    def update(self, val, n=1):
+        self.sum += val * n
+        self.count += n
+";
+
+#[test]
+fn a_meter_of_another_file_that_keeps_a_graph_carrying_loss_is_reported_where_it_keeps_it() {
+    let project = Project::new();
+    project.write("pkg/utils.py", METER);
+    project.write(
+        "pkg/train.py",
+        "import torch\nfrom pkg.utils import AverageMeter\n\ndef train(model, loader, opt, criterion):\n    losses = AverageMeter()\n    for x, y in loader:\n        loss = criterion(model(x.cuda()), y.cuda())\n        opt.zero_grad()\n        loss.backward()\n        opt.step()\n        losses.update(loss, x.size(0))\n",
+    );
+    assert_eq!(
+        findings(&project, "TL102", &[]),
+        ["pkg/utils.py:7:9: TL102"]
+    );
+}
+
+#[test]
+fn a_meter_passed_only_numbers_is_not_reported() {
+    let project = Project::new();
+    project.write("pkg/utils.py", METER);
+    project.write(
+        "pkg/train.py",
+        "import torch\nfrom pkg.utils import AverageMeter\n\ndef train(model, loader, opt, criterion):\n    losses = AverageMeter()\n    for x, y in loader:\n        loss = criterion(model(x.cuda()), y.cuda())\n        opt.zero_grad()\n        loss.backward()\n        opt.step()\n        losses.update(loss.item(), x.size(0))\n",
+    );
+    assert_eq!(findings(&project, "TL102", &[]), Vec::<String>::new());
+}

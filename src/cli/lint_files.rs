@@ -83,9 +83,15 @@ pub(super) fn lint_targets(
         let input = lock(&inputs[index]).take();
         let target = &targets[index];
         let (linted, summary, asked) = match input {
-            Some(Ok(bytes)) => {
-                lint_in_project(target, &bytes, cache, &facts, index, &demand[index])
-            }
+            Some(Ok(bytes)) => lint_in_project(
+                target,
+                &bytes,
+                cache,
+                &facts,
+                index,
+                &demand[index],
+                Reuse::Cached,
+            ),
             Some(Err(linted)) => (*linted, FileSummary::default(), Vec::new()),
             None => unreachable!("each file is linted once"),
         };
@@ -116,8 +122,18 @@ pub(super) fn lint_targets(
         .map(|&index| {
             let target = &targets[index];
             let linted = match read(target) {
+                // Its cached result (if it came from the cache) rests on the old answers.
                 Ok(bytes) => {
-                    lint_in_project(target, &bytes, cache, &facts, index, &demand[index]).0
+                    lint_in_project(
+                        target,
+                        &bytes,
+                        cache,
+                        &facts,
+                        index,
+                        &demand[index],
+                        Reuse::Afresh,
+                    )
+                    .0
                 }
                 Err(linted) => *linted,
             };
@@ -221,6 +237,14 @@ fn read(target: &LintTarget) -> Read {
     })
 }
 
+/// Whether a file's result may come from the cache.
+#[derive(Clone, Copy)]
+enum Reuse {
+    Cached,
+    /// Linted again because the answers it was linted with changed.
+    Afresh,
+}
+
 /// Lints one file of the project (or takes its results from the cache): its outcome, its
 /// summary for the fact base, and the questions it asked.
 fn lint_in_project(
@@ -230,6 +254,7 @@ fn lint_in_project(
     facts: &FactBase,
     index: usize,
     demand: &Demand,
+    reuse: Reuse,
 ) -> (Linted, FileSummary, Vec<Question>) {
     let warning = source::unknown_coding_declaration(bytes).map(|label| {
         format!(
@@ -263,7 +288,11 @@ fn lint_in_project(
     };
     let hash = cache::content_hash(bytes);
     let shown = display_path(&target.path);
-    if let Some(cached) = cache.get(&target.path, &shown, hash, &target.settings, demand) {
+    let cached = match reuse {
+        Reuse::Cached => cache.get(&target.path, &shown, hash, &target.settings, demand),
+        Reuse::Afresh => None,
+    };
+    if let Some(cached) = cached {
         let outcome = if cached.diagnostics.is_empty() {
             Outcome::Clean
         } else {

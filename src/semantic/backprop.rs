@@ -183,7 +183,28 @@ impl<'a> Analysis<'a> {
             self.combined_operands(child, names, depth + 1)
         };
         if kind == KINDS.identifier {
-            names.insert(self.text(node));
+            let name = self.text(node);
+            if !names.insert(name) {
+                return;
+            }
+            // `for name, v in parts.items()`: `v` is one of `parts`.
+            let iterables: Vec<Node<'a>> = self
+                .model
+                .scopes
+                .lookup(self.scope_at(node), name, node.start_byte())
+                .map(|(_, bindings)| {
+                    bindings
+                        .iter()
+                        .filter_map(|binding| match binding.site {
+                            super::scope::Site::Loop { iterable, .. } => Some(iterable),
+                            _ => None,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            for iterable in iterables {
+                next(iterable, names);
+            }
         } else if kind == KINDS.binary_operator {
             for field in [FIELDS.left, FIELDS.right] {
                 if let Some(operand) = node.child_by_field_id(field) {
@@ -238,9 +259,12 @@ impl<'a> Analysis<'a> {
                     for argument in arguments().unwrap_or_default() {
                         next(argument, names);
                     }
-                } else if GRAPH_KEEPING_METHODS.contains(&method)
+                } else if (GRAPH_KEEPING_METHODS.contains(&method)
+                    || matches!(method, "values" | "items"))
                     && let Some(receiver) = callee.child_by_field_id(FIELDS.object)
                 {
+                    // `sum(loss_parts.values())` backpropagates every term of the dict;
+                    // `parts.items()` yields them.
                     next(receiver, names);
                 }
             } else if COMBINING_FUNCTIONS.contains(&self.text(callee)) {

@@ -45,7 +45,9 @@ impl EvalWithoutNoGrad {
         // Evaluation code needs an `x.eval()` somewhere in the file, an evaluation-named
         // function, or a loaded model in a file that trains nothing; the first two are cheap
         // to ask before what the call runs.
+        let eval_loop = evaluation_loop(checker);
         if !checker.model.mode_calls.iter().any(|mode| mode.eval)
+            && !eval_loop
             && !eval_named(checker, call)
             && !inference_file(checker, call)
         {
@@ -73,14 +75,15 @@ impl EvalWithoutNoGrad {
         let eval_call = last_mode_call(checker, function, forward.receiver, call)
             .or_else(|| object_mode_call(checker, forward.receiver, call))
             .or_else(|| sibling_mode_call(checker, function, forward.receiver, call));
-        let in_eval = match eval_call {
-            Some(mode_call) => mode_call.eval,
-            None => {
-                forward.module.eval_mode
-                    || eval_named(checker, call)
-                    || (forward.module.pretrained && inference_file(checker, call))
-            }
-        };
+        let in_eval = eval_loop
+            || match eval_call {
+                Some(mode_call) => mode_call.eval,
+                None => {
+                    forward.module.eval_mode
+                        || eval_named(checker, call)
+                        || (forward.module.pretrained && inference_file(checker, call))
+                }
+            };
         if !in_eval
             || needs_gradients(checker, function, forward.receiver)
             || frozen(checker, forward.receiver)
@@ -311,6 +314,51 @@ fn object_mode_call<'a>(
         .filter(|mode| range.contains(&mode.node.start_byte()) && mode.receiver == receiver);
     let first = *calls.next()?;
     (first.eval && calls.all(|mode| mode.eval)).then_some(first)
+}
+
+/// Whether the code runs in a loop over evaluation data that does not train: `for x, y in
+/// val_loader:`, `for batch in tqdm(self.eval_dataloader)`, `for i, b in enumerate(test_ds)`
+/// (whatever mode the model was last put in).
+fn evaluation_loop(checker: &Checker<'_>) -> bool {
+    checker.enclosing_loops().into_iter().any(|loop_node| {
+        loop_node.kind_id() == crate::parse::KINDS.for_statement
+            && checker
+                .field(loop_node, crate::parse::FIELDS.right)
+                .is_some_and(|iterable| {
+                    checker
+                        .node_text(iterable)
+                        .split(|c: char| !c.is_alphanumeric() && c != '_')
+                        .any(names_evaluation_data)
+                })
+            && !checker.analysis.loop_trains(loop_node)
+    })
+}
+
+/// `val_loader`, `valid_dl`, `eval_dataloader`, `test_ds`, `testloader`, `loader_val`.
+fn names_evaluation_data(word: &str) -> bool {
+    const SPLITS: &[&str] = &["validation", "valid", "val", "evaluation", "eval", "test"];
+    const DATA: &[&str] = &[
+        "loader",
+        "dataloader",
+        "dl",
+        "data",
+        "dataset",
+        "ds",
+        "set",
+        "batches",
+        "iter",
+        "loaders",
+        "dataloaders",
+    ];
+    let word = word.to_ascii_lowercase();
+    let data = |rest: &str| DATA.contains(&rest.trim_start_matches('_'));
+    SPLITS.iter().any(|split| {
+        word.strip_prefix(split).is_some_and(data)
+            || word
+                .strip_suffix(split)
+                .and_then(|rest| rest.strip_suffix('_'))
+                .is_some_and(|rest| DATA.contains(&rest))
+    })
 }
 
 /// Functions whose name says they evaluate: `evaluate`, `validate`, `predict`, `infer`,

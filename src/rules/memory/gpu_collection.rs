@@ -42,9 +42,24 @@ impl Check for GpuCollection {
         if checker.enclosing_loops().is_empty() && found.container.kind_id() != KINDS.attribute {
             return;
         }
-        let facts = checker.analysis.facts(found.value);
-        // Device tensors without a graph (a graph-carrying value is TL102's).
-        if facts.kind != Kind::Tensor || facts.device != Tri::Yes || facts.graph == Tri::Yes {
+        // Device tensors without a graph (a graph-carrying value is TL102's), alone or in a
+        // tuple or list stored whole: `stats.append((correct, pred[:, 4], labels))`.
+        let kept_on_device = |value: Node<'a>| {
+            let facts = checker.analysis.facts(value);
+            facts.kind == Kind::Tensor && facts.device == Tri::Yes && facts.graph != Tri::Yes
+        };
+        let stored = found.value;
+        let on_device = if stored.kind_id() == KINDS.tuple || stored.kind_id() == KINDS.list {
+            let mut cursor = stored.walk();
+            let items: Vec<Node<'a>> = stored.named_children(&mut cursor).collect();
+            let graph = items
+                .iter()
+                .any(|item| checker.analysis.facts(*item).graph == Tri::Yes);
+            !graph && items.into_iter().any(kept_on_device)
+        } else {
+            kept_on_device(stored)
+        };
+        if !on_device {
             return;
         }
         if found.container.kind_id() != KINDS.identifier

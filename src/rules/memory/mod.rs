@@ -528,21 +528,37 @@ pub fn reset_in_loop<'a>(checker: &Checker<'a>, loop_node: Node<'a>, name: &str)
         return false;
     };
     let assignment = format!("{name} = ");
-    checker.node_text(body).lines().any(|line| {
+    let lines: Vec<&str> = checker.node_text(body).lines().collect();
+    lines.iter().enumerate().any(|(at, line)| {
+        let indent = line.len() - line.trim_start().len();
         let line = line.trim();
         if line == format!("{name}.clear()") || line == format!("del {name}[:]") {
             return true;
         }
-        line.strip_prefix(&assignment).is_some_and(|value| {
-            // A value continued on the next lines is not read here: not a reset.
-            let continued = value.trim_end().ends_with(['(', '[', '{', '\\', ',']);
-            // `{key: 0 for key in running}` reads only the old keys.
-            let value = value.replace(&format!(" in {name}"), " in _");
-            !continued
-                && !value
-                    .split(|c: char| !c.is_alphanumeric() && c != '_' && c != '.')
-                    .any(|word| word == name)
-        })
+        // `if ema is None: ema = loss` starts the average on the first step, once.
+        let first_value = lines[..at]
+            .iter()
+            .rev()
+            .find(|header| {
+                !header.trim().is_empty() && header.len() - header.trim_start().len() < indent
+            })
+            .is_some_and(|header| {
+                let header = header.trim();
+                header.starts_with("if ")
+                    && (header.contains(&format!("{name} is None"))
+                        || header.contains(&format!("not {name}")))
+            });
+        !first_value
+            && line.strip_prefix(&assignment).is_some_and(|value| {
+                // A value continued on the next lines is not read here: not a reset.
+                let continued = value.trim_end().ends_with(['(', '[', '{', '\\', ',']);
+                // `{key: 0 for key in running}` reads only the old keys.
+                let value = value.replace(&format!(" in {name}"), " in _");
+                !continued
+                    && !value
+                        .split(|c: char| !c.is_alphanumeric() && c != '_' && c != '.')
+                        .any(|word| word == name)
+            })
     })
 }
 
@@ -845,7 +861,15 @@ pub fn record_graph_arguments<'a>(checker: &Checker<'a>, node: Node<'a>) {
         let Some((position, keyword, value)) = passed else {
             continue;
         };
-        let facts = analysis.facts(*value);
+        let mut facts = analysis.facts(*value);
+        // `loss = criterion(...)` of an unknown criterion, then `loss.backward()`: whatever
+        // made it, it carries a graph.
+        if facts.graph != crate::semantic::values::Tri::Yes
+            && tensor_accumulated::backpropagated_in_loop(checker, *value)
+        {
+            facts.graph = crate::semantic::values::Tri::Yes;
+            facts.kind = crate::semantic::values::Kind::Tensor;
+        }
         let (facts, from) = if facts.graph == crate::semantic::values::Tri::Yes {
             (facts, None)
         } else {

@@ -345,16 +345,23 @@ fn detaches<'a>(checker: &Checker<'a>, node: Node<'a>) -> bool {
 
 /// Whether the value is (an expression of) a variable the loop calls `.backward()` on: then it
 /// certainly carries a graph, whatever produced it (`loss = self._loss_fn(...)`).
-fn backpropagated_in_loop<'a>(checker: &Checker<'a>, value: Node<'a>) -> bool {
-    // The loop, or outside loops the step function itself.
-    let Some(loop_node) = checker
-        .enclosing_loops()
-        .first()
-        .copied()
-        .or_else(|| checker.current_function().map(|(function, _)| function))
-    else {
-        return false;
-    };
+pub(super) fn backpropagated_in_loop<'a>(checker: &Checker<'a>, value: Node<'a>) -> bool {
+    // The loops around it (the backward may be in an outer one: `for name, v in
+    // parts.items()` inside the step loop), or outside loops the step function itself.
+    let mut regions = checker.enclosing_loops();
+    if regions.is_empty() {
+        regions.extend(checker.current_function().map(|(function, _)| function));
+    }
+    regions
+        .into_iter()
+        .any(|region| backpropagated_in_region(checker, region, value))
+}
+
+fn backpropagated_in_region<'a>(
+    checker: &Checker<'a>,
+    loop_node: Node<'a>,
+    value: Node<'a>,
+) -> bool {
     let region = checker.node_text(loop_node);
     let text = checker.node_text(value);
     if [".item()", ".detach()", "float(", ".tolist()", "int("]
