@@ -129,6 +129,7 @@ pub fn check<'a>(
 ) -> CheckOutcome {
     let dispatch = settings.dispatch();
     let mut analysis = Analysis::new(model, tree.root_node(), source.text());
+    analysis.frameworks = settings.frameworks();
     if let Some((view, _)) = project {
         analysis = analysis.with_project(view);
     }

@@ -227,3 +227,60 @@ fn a_meter_passed_only_numbers_is_not_reported() {
     );
     assert_eq!(findings(&project, "TL102", &[]), Vec::<String>::new());
 }
+
+const IN_HOUSE_FACTORY: &str = "\
+import torch
+from acme.zoo import build_backbone
+
+def evaluate(loader):
+    f = build_backbone(\"r50\")
+    hits = 0
+    for x, y in loader:
+        hits += (f(x.cuda()).argmax(1) == y.cuda()).sum().item()
+    return hits
+";
+
+#[test]
+fn the_config_extends_the_framework_table_with_an_in_house_factory() {
+    let project = Project::new();
+    project.write("train.py", IN_HOUSE_FACTORY);
+    // Nothing says what `build_backbone` returns.
+    assert_eq!(findings(&project, "TL101", &[]), Vec::<String>::new());
+    project.write(
+        "pyproject.toml",
+        "[tool.torchlint.frameworks]\nmodel-factories = [\"acme.zoo.build_*\"]\n",
+    );
+    assert_eq!(findings(&project, "TL101", &[]), ["train.py:8:18: TL101"]);
+}
+
+#[test]
+fn a_bad_framework_entry_is_an_error_at_its_line() {
+    let project = Project::new();
+    project.write("train.py", IN_HOUSE_FACTORY);
+    project.write(
+        "pyproject.toml",
+        "[tool.torchlint.frameworks]\nmodel-factories = [\n  \"acme.zoo.[build\",\n]\n",
+    );
+    let run = project.run(&["check", "--output-format", "concise"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr.contains("pyproject.toml:3:")
+            && run
+                .stderr
+                .contains("`acme.zoo.[build` in `frameworks.model-factories`"),
+        "{}",
+        run.stderr
+    );
+    project.write(
+        "pyproject.toml",
+        "[tool.torchlint.frameworks]\nmodel-factory = [\"acme.zoo.build_*\"]\n",
+    );
+    let run = project.run(&["check", "--output-format", "concise"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("unknown key `model-factory` in `frameworks`"),
+        "{}",
+        run.stderr
+    );
+}

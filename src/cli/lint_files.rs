@@ -73,7 +73,12 @@ pub(super) fn lint_targets(
             (Mutex::new(Some(input)), imports)
         })
         .unzip();
-    let facts = FactBase::new(targets.iter().map(|target| target.path.as_path()));
+    // The run's framework table: the config's at the root of the run (the first target's).
+    let facts = FactBase::new(targets.iter().map(|target| target.path.as_path())).with_frameworks(
+        targets
+            .first()
+            .and_then(|target| target.settings.extended_frameworks()),
+    );
     let (dependencies, demand) = link(&facts, &scanned);
     drop(scanned);
 

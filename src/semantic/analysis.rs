@@ -46,6 +46,8 @@ pub struct Analysis<'a> {
     pub(super) parameter_memo: RefCell<HashMap<usize, Vec<(u32, &'a str)>>>,
     /// The names of the file's methods (`may_store` asks at every call).
     method_names: OnceCell<rustc_hash::FxHashSet<&'a str>>,
+    /// What the run knows of libraries (the built-in table, or the config's extension of it).
+    pub frameworks: &'a super::frameworks::Frameworks,
     /// The fact base's answers so far, by question as the file spells it.
     answers: RefCell<HashMap<Ask, Answer>>,
     /// Whether the file's methods of a name keep a parameter, by name.
@@ -101,6 +103,7 @@ impl<'a> Analysis<'a> {
             stored_memo: RefCell::new(HashMap::default()),
             parameter_memo: RefCell::new(HashMap::default()),
             method_names: OnceCell::new(),
+            frameworks: super::frameworks::builtin(),
             answers: RefCell::default(),
             own_storing: RefCell::default(),
             recorded_node: std::cell::Cell::new(usize::MAX),
@@ -111,6 +114,7 @@ impl<'a> Analysis<'a> {
 
     /// The same analysis, answering what the file imports from the project's fact base.
     pub fn with_project(mut self, project: ProjectView<'a>) -> Self {
+        self.frameworks = project.facts.frameworks();
         self.project = Some(project);
         self
     }
@@ -170,9 +174,11 @@ impl<'a> Analysis<'a> {
     fn answer_afresh(&self, mut ask: Ask) -> Answer {
         let Some(project) = self.project else {
             let facts = match &ask {
-                Ask::Call(name) => super::frameworks::call_result(name),
-                Ask::Value(name) => super::frameworks::value_of(name),
-                Ask::ModuleClass(name) => super::frameworks::is_module_base(name)
+                Ask::Call(name) => self.frameworks.call_result(name),
+                Ask::Value(name) => self.frameworks.value_of(name),
+                Ask::ModuleClass(name) => self
+                    .frameworks
+                    .is_module_base(name)
                     .then(|| super::facts::module_facts(super::values::Kind::Module)),
                 _ => None,
             };

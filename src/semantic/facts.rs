@@ -32,6 +32,8 @@ pub struct FactBase {
     /// The names of the methods some summary says keep a parameter (`update`,
     /// `__setitem__`): a call of another name needs no lookup.
     storing_methods: std::sync::RwLock<rustc_hash::FxHashSet<String>>,
+    /// The config's framework table, when it adds to the built-in one.
+    frameworks: Option<Arc<frameworks::Frameworks>>,
 }
 
 /// What a qualified name refers to.
@@ -146,7 +148,18 @@ impl FactBase {
             by_last,
             summaries,
             storing_methods: std::sync::RwLock::default(),
+            frameworks: None,
         }
+    }
+
+    /// Library names are looked up in this table instead of the built-in one.
+    pub fn with_frameworks(mut self, frameworks: Option<Arc<frameworks::Frameworks>>) -> Self {
+        self.frameworks = frameworks;
+        self
+    }
+
+    pub fn frameworks(&self) -> &frameworks::Frameworks {
+        self.frameworks.as_deref().unwrap_or(frameworks::builtin())
     }
 
     /// A fact base that knows no file: lookups only reach the framework table.
@@ -300,7 +313,7 @@ impl FactBase {
                 }
                 let mut all_known = true;
                 for base in &class.bases {
-                    if frameworks::is_module_base(base) {
+                    if self.frameworks().is_module_base(base) {
                         return Some(true);
                     }
                     match self.is_module_class_at_depth(base, importer, depth + 1) {
@@ -311,7 +324,7 @@ impl FactBase {
                 }
                 all_known.then_some(false)
             }
-            Lookup::External => frameworks::is_module_base(qualified).then_some(true),
+            Lookup::External => self.frameworks().is_module_base(qualified).then_some(true),
             _ => None,
         }
     }
@@ -331,7 +344,7 @@ impl FactBase {
             return None;
         }
         match self.lookup(qualified, importer) {
-            Lookup::External => frameworks::call_result(qualified),
+            Lookup::External => self.frameworks().call_result(qualified),
             Lookup::Pending | Lookup::Module => None,
             Lookup::Symbol(Symbol::Class(class)) => {
                 if self.is_module_class(qualified, importer) != Some(true) {
@@ -377,7 +390,7 @@ impl FactBase {
                     self.call_result(value.call.as_deref()?, importer)
                 }
             }
-            Lookup::External => frameworks::value_of(qualified),
+            Lookup::External => self.frameworks().value_of(qualified),
             _ => None,
         }
     }

@@ -68,39 +68,69 @@ impl Frameworks {
 }
 
 static BUILTIN: LazyLock<Frameworks> = LazyLock::new(|| {
-    let table: Table = toml::from_str(TABLE).expect("frameworks.toml is a valid table");
-    Frameworks::from_table(&table).expect("frameworks.toml's patterns compile")
+    Frameworks::from_table(&builtin_table()).expect("frameworks.toml's patterns compile")
 });
 
-/// Whether a class of this qualified name makes its subclasses models.
-pub fn is_module_base(qualified: &str) -> bool {
-    BUILTIN.module_bases.is_match(qualified)
+fn builtin_table() -> Table {
+    toml::from_str(TABLE).expect("frameworks.toml is a valid table")
 }
 
-/// What calling a library name returns, when the table knows.
-pub fn call_result(qualified: &str) -> Option<ValueFacts> {
-    BUILTIN.makes_model(qualified).then(|| ValueFacts {
-        pretrained: BUILTIN.weight_loaders.is_match(qualified),
-        ..module_facts(Kind::Module)
-    })
+/// The built-in table, for runs whose config adds nothing.
+pub fn builtin() -> &'static Frameworks {
+    &BUILTIN
 }
 
-/// Whether a library function returns a tensor that keeps its arguments' graph and device.
-pub fn keeps_graph(qualified: &str) -> bool {
-    // Most names are `torch.*` or builtins: a glob match per call would cost more than the
-    // rest of the call's analysis.
-    let head = qualified.split('.').next().unwrap_or(qualified);
-    BUILTIN.tensor_function_heads.iter().any(|h| h == head)
-        && BUILTIN.tensor_functions.is_match(qualified)
-}
+impl Frameworks {
+    /// The built-in table with a config's `[tool.torchlint.frameworks]` lists added to it;
+    /// an error names the pattern that does not compile.
+    pub fn extended(extra: &Table) -> Result<Frameworks, String> {
+        let mut table = builtin_table();
+        table
+            .model_factories
+            .extend(extra.model_factories.iter().cloned());
+        table
+            .weight_loaders
+            .extend(extra.weight_loaders.iter().cloned());
+        table
+            .tensor_functions
+            .extend(extra.tensor_functions.iter().cloned());
+        table.not_models.extend(extra.not_models.iter().cloned());
+        table
+            .module_bases
+            .extend(extra.module_bases.iter().cloned());
+        Frameworks::from_table(&table)
+    }
 
-/// What a library name holds as a value (a model class).
-pub fn value_of(qualified: &str) -> Option<ValueFacts> {
-    let class = qualified
-        .rsplit('.')
-        .next()
-        .is_some_and(|last| last.starts_with(|c: char| c.is_ascii_uppercase()));
-    (class && BUILTIN.makes_model(qualified)).then(|| module_facts(Kind::ModuleClass))
+    /// Whether a class of this qualified name makes its subclasses models.
+    pub fn is_module_base(&self, qualified: &str) -> bool {
+        self.module_bases.is_match(qualified)
+    }
+
+    /// What calling a library name returns, when the table knows.
+    pub fn call_result(&self, qualified: &str) -> Option<ValueFacts> {
+        self.makes_model(qualified).then(|| ValueFacts {
+            pretrained: self.weight_loaders.is_match(qualified),
+            ..module_facts(Kind::Module)
+        })
+    }
+
+    /// Whether a library function returns a tensor that keeps its arguments' graph and device.
+    pub fn keeps_graph(&self, qualified: &str) -> bool {
+        // Most names are `torch.*` or builtins: a glob match per call would cost more than the
+        // rest of the call's analysis.
+        let head = qualified.split('.').next().unwrap_or(qualified);
+        self.tensor_function_heads.iter().any(|h| h == head)
+            && self.tensor_functions.is_match(qualified)
+    }
+
+    /// What a library name holds as a value (a model class).
+    pub fn value_of(&self, qualified: &str) -> Option<ValueFacts> {
+        let class = qualified
+            .rsplit('.')
+            .next()
+            .is_some_and(|last| last.starts_with(|c: char| c.is_ascii_uppercase()));
+        (class && self.makes_model(qualified)).then(|| module_facts(Kind::ModuleClass))
+    }
 }
 
 #[cfg(test)]
@@ -109,13 +139,45 @@ mod tests {
 
     #[test]
     fn the_table_knows_model_factories_and_what_is_not_one() {
-        assert!(call_result("torchvision.models.resnet50").is_some());
-        assert!(call_result("timm.create_model").is_some());
-        assert!(call_result("transformers.AutoModelForCausalLM.from_pretrained").is_some());
-        assert!(call_result("transformers.AutoTokenizer.from_pretrained").is_none());
-        assert!(call_result("torchvision.models.ResNet50_Weights.DEFAULT").is_none());
-        assert!(call_result("numpy.zeros").is_none());
-        assert!(is_module_base("pytorch_lightning.LightningModule"));
-        assert!(!is_module_base("object"));
+        let table = builtin();
+        assert!(table.call_result("torchvision.models.resnet50").is_some());
+        assert!(table.call_result("timm.create_model").is_some());
+        assert!(
+            table
+                .call_result("transformers.AutoModelForCausalLM.from_pretrained")
+                .is_some()
+        );
+        assert!(
+            table
+                .call_result("transformers.AutoTokenizer.from_pretrained")
+                .is_none()
+        );
+        assert!(
+            table
+                .call_result("torchvision.models.ResNet50_Weights.DEFAULT")
+                .is_none()
+        );
+        assert!(table.call_result("numpy.zeros").is_none());
+        assert!(table.is_module_base("pytorch_lightning.LightningModule"));
+        assert!(!table.is_module_base("object"));
+    }
+
+    #[test]
+    fn a_config_adds_to_the_table() {
+        let extra = Table {
+            model_factories: vec!["acme.models.build_*".to_owned()],
+            module_bases: vec!["acme.train.Task".to_owned()],
+            ..Table::default()
+        };
+        let table = Frameworks::extended(&extra).unwrap();
+        assert!(table.call_result("acme.models.build_resnet").is_some());
+        assert!(table.is_module_base("acme.train.Task"));
+        assert!(table.call_result("timm.create_model").is_some());
+        assert!(builtin().call_result("acme.models.build_resnet").is_none());
+        let bad = Table {
+            model_factories: vec!["acme.[".to_owned()],
+            ..Table::default()
+        };
+        assert!(Frameworks::extended(&bad).unwrap_err().contains("acme.["));
     }
 }

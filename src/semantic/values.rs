@@ -1573,7 +1573,7 @@ impl<'a> Analysis<'a> {
                 untyped: false,
             });
         }
-        if super::frameworks::keeps_graph(name) {
+        if self.frameworks.keeps_graph(name) {
             let inputs = combine_arguments();
             return Some(ValueFacts {
                 kind: Kind::Tensor,

@@ -5,6 +5,7 @@ pub mod config_file;
 pub mod resolver;
 pub mod selector;
 
+use crate::semantic::frameworks::{self, Frameworks};
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex, OnceLock};
@@ -62,6 +63,8 @@ pub struct Settings {
     dispatch: OnceLock<Dispatch>,
     /// What the findings of a file depend on besides its text, hashed (see [`Settings::fingerprint`]).
     fingerprint: u128,
+    /// The framework table with the config's additions, when it has any.
+    frameworks: Option<Arc<Frameworks>>,
 }
 
 impl std::fmt::Debug for Settings {
@@ -123,7 +126,16 @@ impl Exclude {
 static EXTENDED_REGISTRIES: LazyLock<Mutex<HashMap<Vec<PathBuf>, Arc<RuleRegistry>>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
 
-const KNOWN_KEYS: &str = "select, extend-select, ignore, per-file-ignores, exclude, extend-exclude, extend-rule-packs, or a rule name with options";
+const KNOWN_KEYS: &str = "select, extend-select, ignore, per-file-ignores, exclude, extend-exclude, extend-rule-packs, frameworks, or a rule name with options";
+
+/// The lists of `[tool.torchlint.frameworks]`, as in the built-in table.
+const FRAMEWORK_KEYS: &[&str] = &[
+    "model-factories",
+    "weight-loaders",
+    "tensor-functions",
+    "not-models",
+    "module-bases",
+];
 
 impl Settings {
     /// Settings with no config file: default rules, default excludes, `root` for globs.
@@ -285,6 +297,13 @@ impl Settings {
             rule_options.insert(rule.code.clone(), options);
         }
 
+        let frameworks = match config {
+            Some(config) if !raw.frameworks.is_empty() => {
+                Some(Arc::new(frameworks(config, &raw.frameworks)?))
+            }
+            _ => None,
+        };
+
         let fingerprint = fingerprint(config, &root, cli, &registry);
         Ok(Settings {
             registry,
@@ -297,6 +316,7 @@ impl Settings {
             config_path: config.map(|c| c.path.clone()),
             dispatch: OnceLock::new(),
             fingerprint,
+            frameworks,
         })
     }
 
@@ -305,6 +325,16 @@ impl Settings {
     /// same findings for the same text (the result cache's key).
     pub fn fingerprint(&self) -> u128 {
         self.fingerprint
+    }
+
+    /// What the analysis knows of libraries: the built-in table plus `[frameworks]`.
+    pub fn frameworks(&self) -> &Frameworks {
+        self.frameworks.as_deref().unwrap_or(frameworks::builtin())
+    }
+
+    /// The config's extension of the framework table, if any (shared with the fact base).
+    pub fn extended_frameworks(&self) -> Option<Arc<Frameworks>> {
+        self.frameworks.clone()
     }
 
     pub fn enabled_rules(&self) -> &[Arc<RuleMeta>] {
@@ -347,6 +377,34 @@ impl Settings {
             .cloned()
             .or_else(|| rule.option(name).map(|option| option.default.clone()))
     }
+}
+
+/// The built-in framework table extended with the config's lists; a pattern that does not
+/// compile is an error at the pattern.
+fn frameworks(
+    config: &ConfigFile,
+    lists: &[(String, usize, SpannedStrings)],
+) -> Result<Frameworks, FileError> {
+    let mut table = frameworks::Table::default();
+    for (list, _, patterns) in lists {
+        for (pattern, offset) in patterns {
+            if let Err(error) = globset::Glob::new(pattern) {
+                return Err(config.error_at(
+                    *offset,
+                    format!("`{pattern}` in `frameworks.{list}` is not a valid pattern: {error}"),
+                ));
+            }
+        }
+        let target = match list.as_str() {
+            "model-factories" => &mut table.model_factories,
+            "weight-loaders" => &mut table.weight_loaders,
+            "tensor-functions" => &mut table.tensor_functions,
+            "not-models" => &mut table.not_models,
+            _ => &mut table.module_bases,
+        };
+        target.extend(patterns.iter().map(|(pattern, _)| pattern.clone()));
+    }
+    Frameworks::extended(&table).map_err(|error| config.error_at(lists[0].1, error))
 }
 
 fn fingerprint(
@@ -395,6 +453,8 @@ struct RawOptions {
     exclude: Option<Vec<(String, usize)>>,
     extend_exclude: Option<Vec<(String, usize)>>,
     extend_rule_packs: Option<Vec<(String, usize)>>,
+    /// `[frameworks]`: (list name, offset, patterns).
+    frameworks: Vec<(String, usize, SpannedStrings)>,
     /// `[rule-name]` tables: (name, offset, [(option, offset, value, value offset)]).
     rule_tables: Vec<(String, usize, Vec<RawRuleOption>)>,
 }
@@ -420,6 +480,29 @@ impl RawOptions {
                 "exclude" => raw.exclude = Some(list()?),
                 "extend-exclude" => raw.extend_exclude = Some(list()?),
                 "extend-rule-packs" => raw.extend_rule_packs = Some(list()?),
+                "frameworks" => {
+                    let DeValue::Table(table) = value.get_ref() else {
+                        return Err(config.error_at(
+                            value.span().start,
+                            "`frameworks` takes a table of lists, like `model-factories = [\"acme.models.build_*\"]`",
+                        ));
+                    };
+                    for (list, patterns) in table {
+                        let list_name = list.get_ref().to_string();
+                        if !FRAMEWORK_KEYS.contains(&list_name.as_str()) {
+                            return Err(config.error_at(
+                                list.span().start,
+                                format!(
+                                    "unknown key `{list_name}` in `frameworks` (expected {})",
+                                    FRAMEWORK_KEYS.join(", ")
+                                ),
+                            ));
+                        }
+                        let patterns = string_list(config, &list_name, patterns)?;
+                        raw.frameworks
+                            .push((list_name, list.span().start, patterns));
+                    }
+                }
                 "per-file-ignores" => {
                     let DeValue::Table(table) = value.get_ref() else {
                         return Err(config.error_at(
