@@ -178,6 +178,9 @@ mod tests {
             model_factories: vec!["acme.[".to_owned()],
             ..Table::default()
         };
-        assert!(Frameworks::extended(&bad).unwrap_err().contains("acme.["));
+        let Err(error) = Frameworks::extended(&bad) else {
+            panic!("an unclosed class is not a pattern");
+        };
+        assert!(error.contains("acme.["), "{error}");
     }
 }
