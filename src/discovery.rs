@@ -13,6 +13,7 @@ use crate::linter::SourceKind;
 use crate::settings::Settings;
 use crate::settings::resolver::Resolver;
 
+#[derive(Clone)]
 pub struct LintTarget {
     pub path: PathBuf,
     pub kind: SourceKind,

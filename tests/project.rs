@@ -284,3 +284,44 @@ fn a_bad_framework_entry_is_an_error_at_its_line() {
         run.stderr
     );
 }
+
+#[test]
+fn a_run_on_one_file_of_a_project_sees_the_rest_of_it() {
+    // pre-commit passes only the staged file; its callers in the other files disable grad.
+    let project = Project::new();
+    project.write("pyproject.toml", "[tool.torchlint]\n");
+    project.write("pkg/metrics.py", EVAL_HELPER);
+    project.write(
+        "pkg/train.py",
+        "import torch\nfrom .metrics import evaluate\n\ndef fit(model, loader):\n    with torch.no_grad():\n        return evaluate(model, loader)\n",
+    );
+    assert_eq!(tl101(&project, &["pkg/metrics.py"]), Vec::<String>::new());
+    // The other files' own findings are not reported.
+    project.write(
+        "pkg/report.py",
+        "import torch\n\ndef report(model, loader):\n    model.eval()\n    for x, y in loader:\n        print(model(x))\n",
+    );
+    assert_eq!(tl101(&project, &["pkg/metrics.py"]), Vec::<String>::new());
+    assert_eq!(tl101(&project, &[]), ["pkg/report.py:6:15: TL101"]);
+    // A grad-enabled caller anywhere in the project keeps the staged file's finding.
+    project.write(
+        "pkg/report.py",
+        "from pkg.metrics import evaluate\n\ndef report(model, loader):\n    print(evaluate(model, loader))\n",
+    );
+    assert_eq!(
+        tl101(&project, &["pkg/metrics.py"]),
+        ["pkg/metrics.py:7:21: TL101"]
+    );
+}
+
+#[test]
+fn a_repository_without_a_config_is_the_project_of_its_files() {
+    let project = Project::new();
+    std::fs::create_dir_all(project.path().join(".git")).unwrap();
+    project.write("metrics.py", EVAL_HELPER);
+    project.write(
+        "train.py",
+        "import torch\nfrom metrics import evaluate\n\ndef fit(model, loader):\n    with torch.inference_mode():\n        evaluate(model, loader)\n",
+    );
+    assert_eq!(tl101(&project, &["metrics.py"]), Vec::<String>::new());
+}

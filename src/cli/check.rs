@@ -107,28 +107,43 @@ pub fn run(args: CheckArgs) -> u8 {
         if !args.no_cache && !args.parse_only {
             cache = Some(Cache::open(&cache_location(&args, &resolver)));
         }
-        let linted = lint_files::lint_targets(&discovered.targets, args.parse_only, cache.as_ref());
+        // Named files are linted with the rest of their project as context: what its other
+        // files import, pass and call decides findings here (its callers disable grad).
+        let context = if args.parse_only {
+            Vec::new()
+        } else {
+            project_context(&paths, &discovered.targets, &resolver)
+        };
+        let named = discovered.targets.len();
+        let all: Vec<LintTarget> = discovered.targets.iter().cloned().chain(context).collect();
+        let linted = lint_files::lint_targets(&all, args.parse_only, cache.as_ref());
         let mut hashes = Vec::with_capacity(linted.len());
         let mut called = Vec::with_capacity(linted.len());
         let mut graph_calls = Vec::new();
-        for linted in linted {
+        for (index, linted) in linted.into_iter().enumerate() {
             graph_calls.extend(linted.graph_calls);
+            hashes.push(linted.hash);
+            called.push(linted.called);
+            if index >= named {
+                // Context: its findings and errors are not this run's to report.
+                outcomes.push(Outcome::Clean);
+                continue;
+            }
             if let Some(warning) = linted.warning
                 && !args.quiet
             {
                 eprintln!("warning: {warning}");
             }
             outcomes.push(linted.outcome);
-            hashes.push(linted.hash);
-            called.push(linted.called);
         }
         let facts = ProjectFacts {
-            targets: &discovered.targets,
+            targets: &all,
             hashes: &hashes,
             called: &called,
         };
         keep_findings_with_graph_arguments(&mut outcomes, &graph_calls);
         apply_project_facts(&mut outcomes, &facts, cache.as_ref());
+        outcomes.truncate(named);
         linted_paths = discovered
             .targets
             .iter()
@@ -255,6 +270,61 @@ pub fn run(args: CheckArgs) -> u8 {
     }
     let findings_status = if count > 0 && !args.exit_zero { 1 } else { 0 };
     report_errors(&errors, &internal, findings_status)
+}
+
+/// The other files of the projects of the files named on the command line (pre-commit's
+/// staged files, `torchlint metrics.py`): the folder of the config that applies to each, or
+/// without one the repository it is in. Folders named on the command line bring none: they are
+/// linted whole.
+fn project_context(
+    paths: &[PathBuf],
+    targets: &[LintTarget],
+    resolver: &Arc<crate::settings::resolver::Resolver>,
+) -> Vec<LintTarget> {
+    let named_files: HashSet<PathBuf> = paths
+        .iter()
+        .filter(|path| path.is_file())
+        .filter_map(|path| std::path::absolute(path).ok())
+        .collect();
+    if named_files.is_empty() {
+        return Vec::new();
+    }
+    let mut roots: Vec<PathBuf> = Vec::new();
+    for target in targets.iter().filter(|target| {
+        std::path::absolute(&target.path).is_ok_and(|path| named_files.contains(&path))
+    }) {
+        let root = match &target.settings.config_path {
+            Some(_) => Some(target.settings.project_root.clone()),
+            None => std::path::absolute(&target.path)
+                .ok()
+                .and_then(|path| repository_root(&path)),
+        };
+        if let Some(root) = root
+            && !roots.contains(&root)
+        {
+            roots.push(root);
+        }
+    }
+    if roots.is_empty() {
+        return Vec::new();
+    }
+    let named: HashSet<PathBuf> = targets
+        .iter()
+        .filter_map(|target| std::path::absolute(&target.path).ok())
+        .collect();
+    discovery::discover(&roots, resolver)
+        .targets
+        .into_iter()
+        .filter(|target| std::path::absolute(&target.path).is_ok_and(|path| !named.contains(&path)))
+        .collect()
+}
+
+/// The closest folder above `path` that holds a `.git`.
+fn repository_root(path: &Path) -> Option<PathBuf> {
+    path.ancestors()
+        .skip(1)
+        .find(|folder| folder.join(".git").exists())
+        .map(Path::to_owned)
 }
 
 /// What the first pass learnt of each discovered file, in the order of the targets.
