@@ -54,6 +54,8 @@ pub struct Analysis<'a> {
     own_storing: RefCell<rustc_hash::FxHashMap<String, bool>>,
     /// The last node `record_graph_arguments` looked at (the rules that share it ask twice).
     pub recorded_node: std::cell::Cell<usize>,
+    /// The last statement asked about as a store on `self`, with the answer.
+    pub(super) last_store: std::cell::Cell<Option<(usize, Option<super::stores::Store<'a>>)>>,
     /// Methods by node id, and the parameters they keep (`stores`).
     pub(super) stored_memo: RefCell<HashMap<usize, Vec<super::stores::StoredParameter>>>,
     /// Calls of the project's functions that pass a graph-carrying tensor.
@@ -107,6 +109,7 @@ impl<'a> Analysis<'a> {
             answers: RefCell::default(),
             own_storing: RefCell::default(),
             recorded_node: std::cell::Cell::new(usize::MAX),
+            last_store: std::cell::Cell::new(None),
             trains_anything: OnceCell::new(),
             loads_weights: OnceCell::new(),
         }

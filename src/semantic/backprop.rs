@@ -76,19 +76,23 @@ impl<'a> Analysis<'a> {
         found
     }
 
-    fn find_backpropagated(&self, loop_node: Node<'a>) -> HashSet<&'a str> {
-        let mut names: HashSet<&'a str> = HashSet::default();
-        // Most loops call no backward: the model's walk recorded every call by name.
-        let range = loop_node.byte_range();
-        let has_backward = ["backward", "manual_backward"].iter().any(|name| {
+    /// Whether a backward is called anywhere in `node` (by the calls the model's walk recorded).
+    pub fn calls_backward_in(&self, node: Node<'a>) -> bool {
+        let range = node.byte_range();
+        ["backward", "manual_backward"].iter().any(|name| {
             self.model.calls_by_name.get(name).is_some_and(|calls| {
                 let first = calls.partition_point(|call| call.start_byte() < range.start);
                 calls
                     .get(first)
                     .is_some_and(|call| call.start_byte() < range.end)
             })
-        });
-        if !has_backward {
+        })
+    }
+
+    fn find_backpropagated(&self, loop_node: Node<'a>) -> HashSet<&'a str> {
+        let mut names: HashSet<&'a str> = HashSet::default();
+        // Most loops call no backward: the model's walk recorded every call by name.
+        if !self.calls_backward_in(loop_node) {
             return names;
         }
         let mut assignments: Vec<Node<'a>> = Vec::new();

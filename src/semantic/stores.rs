@@ -280,6 +280,18 @@ impl<'a> Analysis<'a> {
         if !self.store_shaped(node) {
             return None;
         }
+        // TL102 and TL103 both ask at the same node, one after the other.
+        if let Some((id, store)) = self.last_store.get()
+            && id == node.id()
+        {
+            return store;
+        }
+        let store = self.find_store_in_method(node);
+        self.last_store.set(Some((node.id(), store)));
+        store
+    }
+
+    fn find_store_in_method(&self, node: Node<'a>) -> Option<Store<'a>> {
         let function = self.enclosing_function(node)?;
         let facts = self.model.function_facts(function)?;
         facts.class?;

@@ -528,12 +528,28 @@ pub fn reset_in_loop<'a>(checker: &Checker<'a>, loop_node: Node<'a>, name: &str)
         return false;
     };
     let assignment = format!("{name} = ");
+    let clear = format!("{name}.clear()");
+    let delete = format!("del {name}[:]");
     let lines: Vec<&str> = checker.node_text(body).lines().collect();
     lines.iter().enumerate().any(|(at, line)| {
         let indent = line.len() - line.trim_start().len();
         let line = line.trim();
-        if line == format!("{name}.clear()") || line == format!("del {name}[:]") {
+        if line == clear || line == delete {
             return true;
+        }
+        let Some(value) = line.strip_prefix(&assignment) else {
+            return false;
+        };
+        // A value continued on the next lines is not read here: not a reset.
+        let continued = value.trim_end().ends_with(['(', '[', '{', '\\', ',']);
+        // `{key: 0 for key in running}` reads only the old keys.
+        let value = value.replace(&format!(" in {name}"), " in _");
+        if continued
+            || value
+                .split(|c: char| !c.is_alphanumeric() && c != '_' && c != '.')
+                .any(|word| word == name)
+        {
+            return false;
         }
         // `if ema is None: ema = loss` starts the average on the first step, once.
         let first_value = lines[..at]
@@ -549,16 +565,6 @@ pub fn reset_in_loop<'a>(checker: &Checker<'a>, loop_node: Node<'a>, name: &str)
                         || header.contains(&format!("not {name}")))
             });
         !first_value
-            && line.strip_prefix(&assignment).is_some_and(|value| {
-                // A value continued on the next lines is not read here: not a reset.
-                let continued = value.trim_end().ends_with(['(', '[', '{', '\\', ',']);
-                // `{key: 0 for key in running}` reads only the old keys.
-                let value = value.replace(&format!(" in {name}"), " in _");
-                !continued
-                    && !value
-                        .split(|c: char| !c.is_alphanumeric() && c != '_' && c != '.')
-                        .any(|word| word == name)
-            })
     })
 }
 

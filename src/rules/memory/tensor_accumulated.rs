@@ -352,9 +352,11 @@ pub(super) fn backpropagated_in_loop<'a>(checker: &Checker<'a>, value: Node<'a>)
     if regions.is_empty() {
         regions.extend(checker.current_function().map(|(function, _)| function));
     }
+    // The innermost loop that calls a backward decides.
     regions
         .into_iter()
-        .any(|region| backpropagated_in_region(checker, region, value))
+        .find(|region| checker.analysis.calls_backward_in(*region))
+        .is_some_and(|region| backpropagated_in_region(checker, region, value))
 }
 
 fn backpropagated_in_region<'a>(
