@@ -74,12 +74,19 @@ impl Check for HookInLoop {
             }
             None if in_module_forward(checker) => None,
             None if checker.enclosing_loops().is_empty() => {
-                match per_batch_function(checker).or_else(|| called_in_loop(checker)) {
+                match per_batch_function(checker)
+                    .or_else(|| called_in_loop(checker))
+                    .or_else(|| registered_as_hook(checker))
+                {
                     Some((range, why)) => Some((range, why)),
                     None => return,
                 }
             }
-            None => return,
+            // A loop over the module's children, in a function that is itself a hook.
+            None => match registered_as_hook(checker) {
+                Some(label) => Some(label),
+                None => return,
+            },
         };
         if handle_is_managed(checker, call) {
             return;
@@ -115,6 +122,38 @@ fn hook_on_fresh_tensor<'a>(checker: &Checker<'a>, callee: Node<'a>, loop_node: 
     };
     loop_node.byte_range().contains(&value.start_byte())
         && checker.analysis.facts(receiver).kind == Kind::Tensor
+}
+
+/// A function the file registers as a hook itself (`m.register_forward_pre_hook(self._pre)`):
+/// it runs on every forward or backward, and registers another hook each time.
+fn registered_as_hook(checker: &Checker<'_>) -> Option<(TextRange, String)> {
+    let (function, facts) = checker.current_function()?;
+    let name = facts.name.as_str();
+    let registered = REGISTER.iter().any(|method| {
+        checker
+            .model
+            .calls_by_name
+            .get(method)
+            .into_iter()
+            .flatten()
+            .any(|call| {
+                // Not the registration inside the function itself.
+                !function.byte_range().contains(&call.start_byte())
+                    && checker.arguments(*call).is_some_and(|arguments| {
+                        let mut cursor = arguments.walk();
+                        arguments.named_children(&mut cursor).any(|argument| {
+                            let text = checker.node_text(argument);
+                            text == name || text.strip_prefix("self.") == Some(name)
+                        })
+                    })
+            })
+    });
+    registered.then(|| {
+        (
+            facts.header.clone(),
+            format!("`{name}` is itself a hook: it runs on every call of the module"),
+        )
+    })
 }
 
 /// For a function without loops: a call of it inside a repeating loop of this file.
