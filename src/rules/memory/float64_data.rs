@@ -139,8 +139,13 @@ impl Check for Float64Data {
                 return;
             };
             let facts = checker.analysis.facts(receiver);
-            // `.double()` on a CPU metric or a Python value costs nothing on the GPU.
-            if facts.kind == Kind::Scalar || facts.kind == Kind::Numpy || facts.device == Tri::No {
+            // `.double()` on a CPU metric or a Python value costs nothing on the GPU; a model
+            // cast to float64 doubles its parameters wherever it lives (and what it will be
+            // moved to the GPU with).
+            if facts.kind == Kind::Scalar
+                || facts.kind == Kind::Numpy
+                || (facts.device == Tri::No && facts.kind != Kind::Module)
+            {
                 return;
             }
             if facts.kind != Kind::Module && !is_input_data(checker, call, receiver, facts.device) {
