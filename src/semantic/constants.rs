@@ -103,6 +103,9 @@ impl<'a> Analysis<'a> {
                 _ => Constant::Unknown,
             };
         }
+        if kind == k.comparison_operator {
+            return self.environment_comparison(node);
+        }
         if kind == k.conditional_expression {
             let first = node.named_child(0).map_or(Constant::Unknown, next);
             let last = node.named_child(2).map_or(Constant::Unknown, next);
@@ -201,11 +204,112 @@ impl<'a> Analysis<'a> {
         if let Some(constant) = self.dataclass_field(object, attribute, depth) {
             return constant;
         }
-        // An argparse namespace: the argument's default.
+        // An argparse namespace: `parser.set_defaults(workers=16)`, else the argument's
+        // default (`store_true` defaults to False, `store_false` to True).
+        if let Some(default) = self.argparse_set_default(attribute) {
+            return self.constant_at_depth(default, depth + 1);
+        }
         if let Some(default) = self.argparse_default(attribute) {
             return self.constant_at_depth(default, depth + 1);
         }
+        if let Some(flag) = self.argparse_flag_default(attribute) {
+            return Constant::Bool(flag);
+        }
         Constant::Unknown
+    }
+
+    /// The value `parser.set_defaults(dest=...)` gives an argument.
+    fn argparse_set_default(&self, dest: &str) -> Option<Node<'a>> {
+        let calls = self.model.calls_by_name.get("set_defaults")?;
+        calls.iter().rev().find_map(|call| {
+            let arguments = call.child_by_field_id(FIELDS.arguments)?;
+            let mut cursor = arguments.walk();
+            let found = arguments
+                .named_children(&mut cursor)
+                .filter(|child| child.kind_id() == KINDS.keyword_argument)
+                .find(|child| {
+                    child
+                        .child_by_field_id(FIELDS.name)
+                        .is_some_and(|name| self.text(name) == dest)
+                })?;
+            found.child_by_field_id(FIELDS.value)
+        })
+    }
+
+    /// The default of a `store_true` (False) or `store_false` (True) argument without one.
+    fn argparse_flag_default(&self, dest: &str) -> Option<bool> {
+        let call = self.argparse_call(dest)?;
+        let text = self.text(call);
+        if text.contains("default") {
+            return None;
+        }
+        if text.contains("\"store_true\"") || text.contains("'store_true'") {
+            Some(false)
+        } else if text.contains("\"store_false\"") || text.contains("'store_false'") {
+            Some(true)
+        } else {
+            None
+        }
+    }
+
+    /// `os.getenv("PIN_MEMORY", "true").lower() == "true"`: the comparison with the default.
+    fn environment_comparison(&self, node: Node<'a>) -> Constant {
+        let mut cursor = node.walk();
+        let parts: Vec<Node<'a>> = node.named_children(&mut cursor).collect();
+        let [left, right] = parts.as_slice() else {
+            return Constant::Unknown;
+        };
+        let operator = self.text(node)
+            [left.end_byte() - node.start_byte()..right.start_byte() - node.start_byte()]
+            .trim();
+        let literal = |n: Node<'a>| {
+            (n.kind_id() == KINDS.string).then(|| self.text(n).trim_matches(['"', '\'']).to_owned())
+        };
+        let (Some(expected), Some(default)) = (literal(*right), self.environment_default(*left))
+        else {
+            return Constant::Unknown;
+        };
+        match operator {
+            "==" => Constant::Bool(default == expected),
+            "!=" => Constant::Bool(default != expected),
+            _ => Constant::Unknown,
+        }
+    }
+
+    /// The default of `os.getenv(name, default)` / `os.environ.get(name, default)`, through
+    /// `.lower()`, `.strip()`, `.upper()`.
+    fn environment_default(&self, node: Node<'a>) -> Option<String> {
+        let callee = node.child_by_field_id(FIELDS.function)?;
+        if callee.kind_id() == KINDS.attribute {
+            let method = self.text(callee.child_by_field_id(FIELDS.attribute)?);
+            let object = callee.child_by_field_id(FIELDS.object)?;
+            match method {
+                "lower" => return self.environment_default(object).map(|d| d.to_lowercase()),
+                "upper" => return self.environment_default(object).map(|d| d.to_uppercase()),
+                "strip" => {
+                    return self
+                        .environment_default(object)
+                        .map(|d| d.trim().to_owned());
+                }
+                _ => {}
+            }
+        }
+        let name = self.qualified_name(callee)?;
+        let arguments = node.child_by_field_id(FIELDS.arguments)?;
+        if name == "str" {
+            // `str(os.getenv("PIN_MEMORY", True))`
+            return self.environment_default(arguments.named_child(0)?);
+        }
+        if name != "os.getenv" && name != "os.environ.get" {
+            return None;
+        }
+        let default = arguments.named_child(1)?;
+        let kind = default.kind_id();
+        (kind == KINDS.string
+            || kind == KINDS.true_
+            || kind == KINDS.false_
+            || kind == KINDS.integer)
+            .then(|| self.text(default).trim_matches(['"', '\'']).to_owned())
     }
 
     fn call_constant(&self, node: Node<'a>, depth: usize) -> Constant {
@@ -237,7 +341,15 @@ impl<'a> Analysis<'a> {
                 .first()
                 .map_or(Constant::Unknown, |a| self.constant_at_depth(*a, depth + 1)),
             "min" | "max" => {
-                let values: Vec<Constant> = arguments
+                // `min([a, b, c])` is `min(a, b, c)`.
+                let spread: Vec<Node<'a>> = match arguments.as_slice() {
+                    [list] if list.kind_id() == KINDS.list || list.kind_id() == KINDS.tuple => {
+                        let mut cursor = list.walk();
+                        list.named_children(&mut cursor).collect()
+                    }
+                    _ => arguments.clone(),
+                };
+                let values: Vec<Constant> = spread
                     .iter()
                     .map(|a| self.constant_at_depth(*a, depth + 1))
                     .collect();
@@ -274,42 +386,49 @@ impl<'a> Analysis<'a> {
     /// The `default=` of `parser.add_argument("--num-workers", ...)` whose destination is
     /// `dest`.
     fn argparse_default(&self, dest: &str) -> Option<Node<'a>> {
+        let call = self.argparse_call(dest)?;
+        let arguments = call.child_by_field_id(FIELDS.arguments)?;
+        let mut cursor = arguments.walk();
+        let default = arguments
+            .named_children(&mut cursor)
+            .filter(|child| child.kind_id() == KINDS.keyword_argument)
+            .find(|child| {
+                child
+                    .child_by_field_id(FIELDS.name)
+                    .is_some_and(|name| self.text(name) == "default")
+            })?;
+        default.child_by_field_id(FIELDS.value)
+    }
+
+    /// The `parser.add_argument(...)` call whose destination is `dest`.
+    fn argparse_call(&self, dest: &str) -> Option<Node<'a>> {
         let calls = self.model.calls_by_name.get("add_argument")?;
-        for call in calls {
+        calls.iter().copied().find(|call| {
             let Some(arguments) = call.child_by_field_id(FIELDS.arguments) else {
-                continue;
+                return false;
             };
             let mut cursor = arguments.walk();
-            let children: Vec<Node<'a>> = arguments.named_children(&mut cursor).collect();
             let mut call_dest: Option<String> = None;
-            let mut default = None;
-            for child in &children {
+            for child in arguments.named_children(&mut cursor) {
                 if child.kind_id() == KINDS.keyword_argument {
                     let key = child
                         .child_by_field_id(FIELDS.name)
                         .map(|n| self.text(n))
                         .unwrap_or("");
-                    let value = child.child_by_field_id(FIELDS.value);
-                    match key {
-                        "dest" => {
-                            call_dest =
-                                value.map(|v| self.text(v).trim_matches(['"', '\'']).to_owned())
-                        }
-                        "default" => default = value,
-                        _ => {}
+                    if key == "dest" {
+                        call_dest = child
+                            .child_by_field_id(FIELDS.value)
+                            .map(|v| self.text(v).trim_matches(['"', '\'']).to_owned());
                     }
                 } else if child.kind_id() == KINDS.string && call_dest.is_none() {
-                    let flag = self.text(*child).trim_matches(['"', '\'']);
+                    let flag = self.text(child).trim_matches(['"', '\'']);
                     if flag.starts_with("--") || !flag.starts_with('-') {
                         call_dest = Some(flag.trim_start_matches('-').replace('-', "_"));
                     }
                 }
             }
-            if call_dest.as_deref() == Some(dest) {
-                return default;
-            }
-        }
-        None
+            call_dest.as_deref() == Some(dest)
+        })
     }
 
     /// `cfg.num_workers` where `cfg = Config(...)` and `Config` is a dataclass of this file.

@@ -18,6 +18,46 @@ const DATA_LOADERS: &[&str] = &[
     "torch.utils.data.dataloader.DataLoader",
 ];
 
+/// Whether an expression names `torch.utils.data.DataLoader`: under an alias, a class of
+/// the file derived from it (`class InfiniteDataLoader(DataLoader)`), or a name bound to a
+/// choice of such classes (`loader = InfiniteDataLoader if infinite else DataLoader`).
+fn is_data_loader<'a>(checker: &Checker<'a>, node: Node<'a>, depth: usize) -> bool {
+    if depth > 4 {
+        return false;
+    }
+    let kind = node.kind_id();
+    if kind == KINDS.conditional_expression {
+        return [0, 2].into_iter().any(|index| {
+            node.named_child(index)
+                .is_some_and(|branch| is_data_loader(checker, branch, depth + 1))
+        });
+    }
+    if kind != KINDS.identifier && kind != KINDS.attribute {
+        return false;
+    }
+    let text = checker.node_text(node);
+    if kind == KINDS.identifier
+        && let Some(class) = checker.model.class_named(text)
+    {
+        return class
+            .bases
+            .iter()
+            .any(|base| is_data_loader(checker, *base, depth + 1));
+    }
+    // Asked only of calls that pass `pin_memory` (or `**kwargs`).
+    if checker
+        .analysis
+        .qualified_name(node)
+        .is_some_and(|name| DATA_LOADERS.contains(&name.as_str()))
+    {
+        return true;
+    }
+    kind == KINDS.identifier
+        && checker.analysis.reaching_value(node).is_some_and(|value| {
+            value.id() != node.id() && is_data_loader(checker, value, depth + 1)
+        })
+}
+
 impl Check for PinnedWorkers {
     fn kinds(&self) -> &'static [&'static str] {
         &["call"]
@@ -33,16 +73,6 @@ impl Check for PinnedWorkers {
         let Some(callee) = checker.callee(call) else {
             return;
         };
-        // `DataLoader` by its recorded call name, or under an alias by its qualified name
-        // (resolved only when the callee could be it).
-        if checker.call_name(call) != Some("DataLoader")
-            && !(checker.may_resolve_to(call, |last| last == "DataLoader")
-                && checker
-                    .qualified_name(callee)
-                    .is_some_and(|name| name.ends_with(".DataLoader")))
-        {
-            return;
-        }
         // Pinning has to be asked for: `pin_memory=...`, or a `**kwargs` that may hold it.
         let passes_pinning = checker.arguments(call).is_some_and(|arguments| {
             let text = checker.node_text(arguments);
@@ -51,12 +81,22 @@ impl Check for PinnedWorkers {
         if !passes_pinning {
             return;
         }
-        let Some(name) = checker.qualified_name(callee) else {
-            return;
+        // `DataLoader(...)` (under any alias, a subclass of it, or a class chosen by a
+        // conditional), or `functools.partial(DataLoader, ...)`, whose arguments go by keyword.
+        let partial = checker
+            .qualified_name(callee)
+            .is_some_and(|name| name == "functools.partial");
+        let loader = if partial {
+            checker
+                .arguments(call)
+                .and_then(|arguments| arguments.named_child(0))
+        } else {
+            Some(callee)
         };
-        if !DATA_LOADERS.contains(&name.as_str()) {
+        if !loader.is_some_and(|loader| is_data_loader(checker, loader, 0)) {
             return;
         }
+        let position = |index: usize| (!partial).then_some(index);
         let source = checker.text();
         let analysis = &checker.analysis;
         let argument = |keyword: &str, position: Option<usize>| {
@@ -66,12 +106,12 @@ impl Check for PinnedWorkers {
         };
         // DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers,
         //            collate_fn, pin_memory, ...)
-        let pinned = argument("pin_memory", Some(7))
+        let pinned = argument("pin_memory", position(7))
             .is_some_and(|value| analysis.constant(value) == Constant::Bool(true));
         if !pinned {
             return;
         }
-        let Some(workers_node) = argument("num_workers", Some(5)) else {
+        let Some(workers_node) = argument("num_workers", position(5)) else {
             return;
         };
         let max_workers = checker
@@ -86,7 +126,7 @@ impl Check for PinnedWorkers {
                 _ => None,
             })
             .unwrap_or(2);
-        let batch = argument("batch_size", Some(1)).and_then(|b| match analysis.constant(b) {
+        let batch = argument("batch_size", position(1)).and_then(|b| match analysis.constant(b) {
             Constant::Int(i) => Some(i),
             _ => None,
         });
@@ -101,7 +141,7 @@ impl Check for PinnedWorkers {
             ),
             _ => return,
         };
-        let sample = argument("dataset", Some(0)).and_then(|d| sample_bytes(checker, d));
+        let sample = argument("dataset", position(0)).and_then(|d| sample_bytes(checker, d));
         let batches = match (batch, sample) {
             (Some(size), Some(sample)) => {
                 let batch_bytes = size as u64 * sample;
