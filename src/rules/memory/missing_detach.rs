@@ -542,6 +542,18 @@ fn detached_in_loop<'a>(checker: &Checker<'a>, name: &str) -> bool {
         || region.contains(&format!("{name}.detach_("))
         || region.contains(&format!("repackage_hidden({name}"))
         || region.contains(&format!("detach_hidden({name}"))
+        || detached_element_wise(region, name)
+}
+
+/// `hidden = tuple(h.detach() for h in hidden)` (an LSTM's `(h, c)` cut element by element).
+fn detached_element_wise(region: &str, name: &str) -> bool {
+    let assignment = format!("{name} = ");
+    let over = format!(" in {name}");
+    region.lines().any(|line| {
+        line.trim_start()
+            .strip_prefix(&assignment)
+            .is_some_and(|value| value.contains(".detach()") && value.contains(&over))
+    })
 }
 
 fn detached_elsewhere<'a>(checker: &Checker<'a>, assignment: Node<'a>, name: &str) -> bool {
