@@ -84,19 +84,21 @@ pub(super) fn lint_targets(
 
     let results: Vec<OnceLock<Linted>> = targets.iter().map(|_| OnceLock::new()).collect();
     let questions: Vec<OnceLock<Vec<Question>>> = targets.iter().map(|_| OnceLock::new()).collect();
+    let lint = |index: usize, bytes: &[u8], reuse: Reuse| {
+        lint_in_project(
+            &targets[index],
+            bytes,
+            cache,
+            &facts,
+            index,
+            &demand[index],
+            reuse,
+        )
+    };
     schedule::in_dependency_order(&dependencies, |index| {
         let input = lock(&inputs[index]).take();
-        let target = &targets[index];
         let (linted, summary, asked) = match input {
-            Some(Ok(bytes)) => lint_in_project(
-                target,
-                &bytes,
-                cache,
-                &facts,
-                index,
-                &demand[index],
-                Reuse::Cached,
-            ),
+            Some(Ok(bytes)) => lint(index, &bytes, Reuse::Cached),
             Some(Err(linted)) => (*linted, FileSummary::default(), Vec::new()),
             None => unreachable!("each file is linted once"),
         };
@@ -128,18 +130,7 @@ pub(super) fn lint_targets(
             let target = &targets[index];
             let linted = match read(target) {
                 // Its cached result (if it came from the cache) rests on the old answers.
-                Ok(bytes) => {
-                    lint_in_project(
-                        target,
-                        &bytes,
-                        cache,
-                        &facts,
-                        index,
-                        &demand[index],
-                        Reuse::Afresh,
-                    )
-                    .0
-                }
+                Ok(bytes) => lint(index, &bytes, Reuse::Afresh).0,
                 Err(linted) => *linted,
             };
             (index, linted)

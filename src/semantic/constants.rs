@@ -221,35 +221,41 @@ impl<'a> Analysis<'a> {
     /// The value `parser.set_defaults(dest=...)` gives an argument.
     fn argparse_set_default(&self, dest: &str) -> Option<Node<'a>> {
         let calls = self.model.calls_by_name.get("set_defaults")?;
-        calls.iter().rev().find_map(|call| {
-            let arguments = call.child_by_field_id(FIELDS.arguments)?;
-            let mut cursor = arguments.walk();
-            let found = arguments
-                .named_children(&mut cursor)
-                .filter(|child| child.kind_id() == KINDS.keyword_argument)
-                .find(|child| {
-                    child
-                        .child_by_field_id(FIELDS.name)
-                        .is_some_and(|name| self.text(name) == dest)
-                })?;
-            found.child_by_field_id(FIELDS.value)
-        })
+        calls
+            .iter()
+            .rev()
+            .find_map(|call| self.keyword_value(*call, dest))
     }
 
     /// The default of a `store_true` (False) or `store_false` (True) argument without one.
     fn argparse_flag_default(&self, dest: &str) -> Option<bool> {
         let call = self.argparse_call(dest)?;
-        let text = self.text(call);
-        if text.contains("default") {
+        if self.keyword_value(call, "default").is_some() {
             return None;
         }
-        if text.contains("\"store_true\"") || text.contains("'store_true'") {
-            Some(false)
-        } else if text.contains("\"store_false\"") || text.contains("'store_false'") {
-            Some(true)
-        } else {
-            None
+        match self
+            .text(self.keyword_value(call, "action")?)
+            .trim_matches(['"', '\''])
+        {
+            "store_true" => Some(false),
+            "store_false" => Some(true),
+            _ => None,
         }
+    }
+
+    /// The value of a call's `key=` argument.
+    fn keyword_value(&self, call: Node<'a>, key: &str) -> Option<Node<'a>> {
+        let arguments = call.child_by_field_id(FIELDS.arguments)?;
+        let mut cursor = arguments.walk();
+        let argument = arguments
+            .named_children(&mut cursor)
+            .filter(|child| child.kind_id() == KINDS.keyword_argument)
+            .find(|child| {
+                child
+                    .child_by_field_id(FIELDS.name)
+                    .is_some_and(|name| self.text(name) == key)
+            })?;
+        argument.child_by_field_id(FIELDS.value)
     }
 
     /// `os.getenv("PIN_MEMORY", "true").lower() == "true"`: the comparison with the default.
@@ -386,18 +392,7 @@ impl<'a> Analysis<'a> {
     /// The `default=` of `parser.add_argument("--num-workers", ...)` whose destination is
     /// `dest`.
     fn argparse_default(&self, dest: &str) -> Option<Node<'a>> {
-        let call = self.argparse_call(dest)?;
-        let arguments = call.child_by_field_id(FIELDS.arguments)?;
-        let mut cursor = arguments.walk();
-        let default = arguments
-            .named_children(&mut cursor)
-            .filter(|child| child.kind_id() == KINDS.keyword_argument)
-            .find(|child| {
-                child
-                    .child_by_field_id(FIELDS.name)
-                    .is_some_and(|name| self.text(name) == "default")
-            })?;
-        default.child_by_field_id(FIELDS.value)
+        self.keyword_value(self.argparse_call(dest)?, "default")
     }
 
     /// The `parser.add_argument(...)` call whose destination is `dest`.

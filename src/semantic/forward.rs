@@ -158,12 +158,23 @@ impl<'a> Analysis<'a> {
     }
 
     fn find_forward_with_grad(&self, function: Node<'a>) -> bool {
-        let Some(body) = function.child_by_field_id(FIELDS.body) else {
-            return false;
-        };
         if self.grad().disabled_by_decorator(function) {
             return false;
         }
+        self.any_call_in_body(function, |call| {
+            self.may_be_forward(call)
+                && self.grad().mode_at(call.start_byte()).may_record()
+                && (self.forward_call(call).is_some_and(|f| !f.grad_disabled)
+                    || self.calls_forward_helper(call, 1))
+        })
+    }
+
+    /// Whether a call in the function's own body (not in nested functions or classes)
+    /// satisfies `test`.
+    fn any_call_in_body(&self, function: Node<'a>, test: impl Fn(Node<'a>) -> bool) -> bool {
+        let Some(body) = function.child_by_field_id(FIELDS.body) else {
+            return false;
+        };
         let mut found = false;
         walk(body, |visit| {
             let Visit::Enter(node) = visit else {
@@ -176,12 +187,7 @@ impl<'a> Analysis<'a> {
             {
                 return Descend::No;
             }
-            if node.kind_id() == KINDS.call
-                && self.may_be_forward(node)
-                && self.grad().mode_at(node.start_byte()).may_record()
-                && (self.forward_call(node).is_some_and(|f| !f.grad_disabled)
-                    || self.calls_forward_helper(node, 1))
-            {
+            if node.kind_id() == KINDS.call && test(node) {
                 found = true;
                 return Descend::No;
             }
@@ -242,31 +248,10 @@ impl<'a> Analysis<'a> {
     }
 
     fn runs_forward_at_depth(&self, function: Node<'a>, depth: usize) -> bool {
-        let Some(body) = function.child_by_field_id(FIELDS.body) else {
-            return false;
-        };
-        let mut found = false;
-        walk(body, |visit| {
-            let Visit::Enter(node) = visit else {
-                return Descend::Yes;
-            };
-            if found
-                || !node.is_named()
-                || node.kind_id() == KINDS.function_definition
-                || node.kind_id() == KINDS.class_definition
-            {
-                return Descend::No;
-            }
-            if node.kind_id() == KINDS.call
-                && (self.forward_call(node).is_some()
-                    || (depth < 2 && self.calls_forward_helper(node, depth)))
-            {
-                found = true;
-                return Descend::No;
-            }
-            Descend::Yes
-        });
-        found
+        self.any_call_in_body(function, |call| {
+            self.forward_call(call).is_some()
+                || (depth < 2 && self.calls_forward_helper(call, depth))
+        })
     }
 
     /// `forecast_error(model, x)`: a call of one of the file's plain functions that runs a

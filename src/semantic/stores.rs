@@ -365,14 +365,6 @@ impl<'a> Analysis<'a> {
         {
             return None;
         }
-        let statement = if kind == KINDS.call {
-            node.parent()
-                .filter(|p| p.kind() == "expression_statement")
-                .unwrap_or(node)
-        } else {
-            node
-        };
-        let _ = statement;
         let name = parameters.iter().find(|(i, _)| *i == parameter)?.1;
         let expects = match self.derives_from(value, name) {
             Some(true) => Expects::Container,
@@ -427,9 +419,9 @@ impl<'a> Analysis<'a> {
     }
 
     fn find_parameter_names(&self, function: Node<'a>) -> Vec<(u32, &'a str)> {
-        let Some(parameters) = function.child_by_field_id(FIELDS.parameters) else {
+        if function.child_by_field_id(FIELDS.parameters).is_none() {
             return Vec::new();
-        };
+        }
         let scope = self.model.scope_of(function);
         let mut names = Vec::new();
         let Some(scope) = scope else {
@@ -444,7 +436,6 @@ impl<'a> Analysis<'a> {
                 }
             }
         }
-        let _ = parameters;
         names.sort_unstable();
         names.dedup();
         names
