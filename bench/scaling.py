@@ -35,11 +35,23 @@ def timed(cmd: list[str]) -> tuple[float, float]:
     return time.perf_counter() - start, usage.ru_utime + usage.ru_stime
 
 
-def measure(binary: Path, folder: Path, rounds: int) -> tuple[float, float]:
+def measure(binary: Path, folder: Path, rounds: int) -> tuple[float, float, float]:
+    """Median wall and CPU seconds of a full lint, and median CPU seconds of a parse-only run
+    of the same files: what reading and parsing alone cost at this size on this machine
+    (memory and page cache effects grow with the files too), so that the engine's own growth
+    can be told from the machine's."""
     lint = [str(binary), "check", "--no-cache", "--exit-zero", "--quiet", str(folder)]
+    parse = [str(binary), "check", "--parse-only", "--quiet", str(folder)]
     timed(lint)  # warm the page cache
-    runs = [timed(lint) for _ in range(rounds)]
-    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
+    runs, parses = [], []
+    for _ in range(rounds):
+        runs.append(timed(lint))
+        parses.append(timed(parse))
+    return (
+        statistics.median(r[0] for r in runs),
+        statistics.median(r[1] for r in runs),
+        statistics.median(r[1] for r in parses),
+    )
 
 
 def main() -> int:
@@ -60,16 +72,23 @@ def main() -> int:
             for copy in range(copies):
                 for repo in repos:
                     shutil.copytree(repo, root / f"copy{copy}" / repo.name, symlinks=True)
-            wall, cpu = measure(args.torchlint, root, args.rounds)
-            results.append((copies, wall, cpu))
-            print(f"{copies} cop{'y' if copies == 1 else 'ies'}: wall {wall:.2f} s, cpu {cpu:.2f} s")
+            wall, cpu, parse_cpu = measure(args.torchlint, root, args.rounds)
+            results.append((copies, wall, cpu, parse_cpu))
+            print(
+                f"{copies} cop{'y' if copies == 1 else 'ies'}: wall {wall:.2f} s, cpu {cpu:.2f} s "
+                f"(parse-only cpu {parse_cpu:.2f} s; lint/parse {cpu / parse_cpu:.3f})"
+            )
             shutil.rmtree(root)
-    _, wall1, cpu1 = results[0]
-    for copies, wall, cpu in results[1:]:
+    _, wall1, cpu1, parse1 = results[0]
+    for copies, wall, cpu, parse_cpu in results[1:]:
         print(
             f"growth for {copies}x the files: wall {wall / wall1:.2f}x, cpu {cpu / cpu1:.2f}x "
             f"(linear: {copies:.2f}x; per copy: wall {wall / wall1 / copies:.2f}, "
-            f"cpu {cpu / cpu1 / copies:.2f})"
+            f"cpu {cpu / cpu1 / copies:.2f}; parse-only cpu per copy {parse_cpu / parse1 / copies:.2f})"
+        )
+        print(
+            f"lint cost over parsing: {cpu1 / parse1:.3f} at 1 copy, {cpu / parse_cpu:.3f} at "
+            f"{copies} (constant when the engine's cost grows linearly)"
         )
     return 0
 

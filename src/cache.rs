@@ -232,6 +232,26 @@ impl Cache {
             Some(ProjectFacts { key, no_grad });
     }
 
+    /// Makes what this run recorded what the next run's `get` reads, without writing it: a
+    /// long-lived process (the server) keeps one cache in memory across its lints.
+    pub fn absorb(&mut self) {
+        let updated = std::mem::take(self.updated.get_mut().unwrap_or_else(|p| p.into_inner()));
+        for (path, entry) in updated {
+            match entry {
+                Some(entry) => self.loaded.files.insert(path, entry),
+                None => self.loaded.files.remove(&path),
+            };
+        }
+        if let Some(project) = self
+            .project
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            self.loaded.project = Some(project);
+        }
+    }
+
     /// Writes the cache back if this run changed it. Returns why it could not, for a warning.
     pub fn save(self) -> io::Result<()> {
         let updated = self.updated.into_inner().unwrap_or_else(|p| p.into_inner());

@@ -116,7 +116,7 @@ impl Diagnostic {
 }
 
 /// Everything found in one file, with the text the diagnostics point into.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct FileDiagnostics {
     pub source: Arc<SourceFile>,
     pub diagnostics: Vec<Diagnostic>,

@@ -173,3 +173,14 @@ fn describe_walk_error(root: &Path, error: &ignore::Error) -> (PathBuf, String) 
         other => (tidy(root), other.to_string()),
     }
 }
+
+/// Paths under the current folder are shown relative to it, as Ruff does.
+pub fn display_path(path: &Path) -> PathBuf {
+    if path.is_absolute()
+        && let Ok(cwd) = std::env::current_dir()
+        && let Ok(relative) = path.strip_prefix(&cwd)
+    {
+        return relative.to_owned();
+    }
+    path.to_owned()
+}

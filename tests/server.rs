@@ -158,6 +158,32 @@ impl Client {
         );
     }
 
+    /// Opens another file of the client's folder (written there too); its URI.
+    fn open_file(&mut self, name: &str, text: &str) -> String {
+        let path = self._dir.path().join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+        let uri = url::Url::from_file_path(&path).unwrap().to_string();
+        self.notify(
+            "textDocument/didOpen",
+            json!({ "textDocument": { "uri": uri, "languageId": "python", "version": 1, "text": text } }),
+        );
+        uri
+    }
+
+    /// The codes of the next diagnostics published for `uri`.
+    fn codes_of(&mut self, uri: &str) -> Vec<String> {
+        let message = self.wait_for(|m| {
+            m["method"] == "textDocument/publishDiagnostics" && m["params"]["uri"] == uri
+        });
+        message["params"]["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["code"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
     fn shutdown(mut self) -> i32 {
         let response = self.request("shutdown", Value::Null);
         assert!(response.get("error").is_none(), "{response}");
@@ -420,5 +446,66 @@ fn a_rule_that_panics_costs_only_its_own_findings() {
         [("TL102".to_owned(), 10, 4)],
         "the other rules still report"
     );
+    assert_eq!(client.shutdown(), 0);
+}
+
+const EVAL_HELPER: &str = "\
+import torch
+
+def evaluate(model, loader):
+    model.eval()
+    correct = 0
+    for x, y in loader:
+        correct += (model(x.cuda()).argmax(1) == y.cuda()).sum().item()
+    return correct
+";
+
+const NO_GRAD_CALLER: &str = "import torch\nfrom .metrics import evaluate\n\ndef fit(model, loader):\n    with torch.no_grad():\n        return evaluate(model, loader)\n";
+
+#[test]
+fn a_document_is_linted_with_the_rest_of_its_project() {
+    let mut client = Client::start(Value::Null);
+    let dir = client._dir.path().to_owned();
+    std::fs::write(dir.join("pyproject.toml"), "[tool.torchlint]\n").unwrap();
+    std::fs::create_dir_all(dir.join("pkg")).unwrap();
+    std::fs::write(dir.join("pkg/train.py"), NO_GRAD_CALLER).unwrap();
+    // Its only caller disables grad: `torchlint check` reports nothing here, nor does the editor.
+    let metrics = client.open_file("pkg/metrics.py", EVAL_HELPER);
+    assert_eq!(client.codes_of(&metrics), Vec::<String>::new());
+
+    // The caller's unsaved buffer stands in for its file: drop the `no_grad` there and the
+    // helper's finding is published without the helper being touched.
+    let train = client.open_file("pkg/train.py", NO_GRAD_CALLER);
+    assert_eq!(client.codes_of(&train), Vec::<String>::new());
+    let uri = train.clone();
+    client.notify(
+        "textDocument/didChange",
+        json!({
+            "textDocument": { "uri": uri, "version": 2 },
+            "contentChanges": [{ "text": "from .metrics import evaluate\n\ndef fit(model, loader):\n    return evaluate(model, loader)\n" }],
+        }),
+    );
+    assert_eq!(client.codes_of(&metrics), ["TL101"]);
+
+    // Closed unsaved: the file on disk (with `no_grad`) counts again.
+    client.notify(
+        "textDocument/didClose",
+        json!({ "textDocument": { "uri": train } }),
+    );
+    assert_eq!(client.codes_of(&metrics), Vec::<String>::new());
+
+    // A file created on disk that calls the helper with grad: the client's watcher says so.
+    let report = dir.join("pkg/report.py");
+    std::fs::write(
+        &report,
+        "from pkg.metrics import evaluate\n\ndef report(model, loader):\n    print(evaluate(model, loader))\n",
+    )
+    .unwrap();
+    let uri = url::Url::from_file_path(&report).unwrap().to_string();
+    client.notify(
+        "workspace/didChangeWatchedFiles",
+        json!({ "changes": [{ "uri": uri, "type": 1 }] }),
+    );
+    assert_eq!(client.codes_of(&metrics), ["TL101"]);
     assert_eq!(client.shutdown(), 0);
 }

@@ -7,28 +7,17 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashSet as HashSet;
 
-use super::lint_files;
 use super::{CheckArgs, print_error, use_color};
 use crate::baseline::{self, Baseline};
-use crate::cache::{self, Cache, ContentHash};
+use crate::cache::{self, Cache};
 use crate::checker::InternalError;
 use crate::diagnostic::FileDiagnostics;
-use crate::discovery::{self, FileError, LintTarget};
-use crate::project::{self, Assumption, CalledNames, FunctionKey, GraphCall, ProjectFile};
+use crate::discovery::{self, FileError, LintTarget, display_path};
+use crate::project::run::{self, Outcome};
 use crate::render::{self, OutputFormat, Report};
 use crate::rules::RuleMeta;
 use crate::settings::Settings;
 use crate::source;
-
-pub(super) enum Outcome {
-    Linted {
-        file: FileDiagnostics,
-        internal_errors: Vec<InternalError>,
-    },
-    Clean,
-    Parsed,
-    Failed(FileError),
-}
 
 pub fn run(args: CheckArgs) -> u8 {
     crate::checker::install_panic_hook();
@@ -81,7 +70,7 @@ pub fn run(args: CheckArgs) -> u8 {
                                 name.display()
                             );
                         }
-                        lint_files::lint_bytes(&name, &bytes, &settings, args.parse_only, None).0
+                        run::lint_alone(&name, &bytes, &settings, args.parse_only)
                     }
                     Err(error) => Outcome::Failed(FileError::new(
                         &name,
@@ -107,43 +96,41 @@ pub fn run(args: CheckArgs) -> u8 {
         if !args.no_cache && !args.parse_only {
             cache = Some(Cache::open(&cache_location(&args, &resolver)));
         }
-        // Named files are linted with the rest of their project as context: what its other
-        // files import, pass and call decides findings here (its callers disable grad).
-        let context = if args.parse_only {
-            Vec::new()
+        if args.parse_only {
+            outcomes = run::parse_targets(&discovered.targets);
         } else {
-            project_context(&paths, &discovered.targets, &resolver)
-        };
-        let named = discovered.targets.len();
-        let all: Vec<LintTarget> = discovered.targets.iter().cloned().chain(context).collect();
-        let linted = lint_files::lint_targets(&all, args.parse_only, cache.as_ref());
-        let mut hashes = Vec::with_capacity(linted.len());
-        let mut called = Vec::with_capacity(linted.len());
-        let mut graph_calls = Vec::new();
-        for (index, linted) in linted.into_iter().enumerate() {
-            graph_calls.extend(linted.graph_calls);
-            hashes.push(linted.hash);
-            called.push(linted.called);
-            if index >= named {
-                // Context: its findings and errors are not this run's to report.
-                outcomes.push(Outcome::Clean);
-                continue;
+            // Named files are linted with the rest of their project as context: what its
+            // other files import, pass and call decides findings here (its callers disable
+            // grad). Folders named on the command line bring none: they are linted whole.
+            let named_files: HashSet<PathBuf> = paths
+                .iter()
+                .filter(|path| path.is_file())
+                .filter_map(|path| std::path::absolute(path).ok())
+                .collect();
+            let files: Vec<&LintTarget> = discovered
+                .targets
+                .iter()
+                .filter(|target| {
+                    std::path::absolute(&target.path).is_ok_and(|path| named_files.contains(&path))
+                })
+                .collect();
+            let context = run::project_context(&files, &discovered.targets, &resolver);
+            let all: Vec<LintTarget> = discovered.targets.iter().cloned().chain(context).collect();
+            let checked = run::lint_project(
+                &all,
+                discovered.targets.len(),
+                &run::Overrides::new(),
+                cache.as_ref(),
+            );
+            for checked in checked {
+                if let Some(warning) = checked.warning
+                    && !args.quiet
+                {
+                    eprintln!("warning: {warning}");
+                }
+                outcomes.push(checked.outcome);
             }
-            if let Some(warning) = linted.warning
-                && !args.quiet
-            {
-                eprintln!("warning: {warning}");
-            }
-            outcomes.push(linted.outcome);
         }
-        let facts = ProjectFacts {
-            targets: &all,
-            hashes: &hashes,
-            called: &called,
-        };
-        keep_findings_with_graph_arguments(&mut outcomes, &graph_calls);
-        apply_project_facts(&mut outcomes, &facts, cache.as_ref());
-        outcomes.truncate(named);
         linted_paths = discovered
             .targets
             .iter()
@@ -270,171 +257,6 @@ pub fn run(args: CheckArgs) -> u8 {
     }
     let findings_status = if count > 0 && !args.exit_zero { 1 } else { 0 };
     report_errors(&errors, &internal, findings_status)
-}
-
-/// The other files of the projects of the files named on the command line (pre-commit's
-/// staged files, `torchlint metrics.py`): the folder of the config that applies to each, or
-/// without one the repository it is in. Folders named on the command line bring none: they are
-/// linted whole.
-fn project_context(
-    paths: &[PathBuf],
-    targets: &[LintTarget],
-    resolver: &Arc<crate::settings::resolver::Resolver>,
-) -> Vec<LintTarget> {
-    let named_files: HashSet<PathBuf> = paths
-        .iter()
-        .filter(|path| path.is_file())
-        .filter_map(|path| std::path::absolute(path).ok())
-        .collect();
-    if named_files.is_empty() {
-        return Vec::new();
-    }
-    let mut roots: Vec<PathBuf> = Vec::new();
-    for target in targets.iter().filter(|target| {
-        std::path::absolute(&target.path).is_ok_and(|path| named_files.contains(&path))
-    }) {
-        let root = match &target.settings.config_path {
-            Some(_) => Some(target.settings.project_root.clone()),
-            None => std::path::absolute(&target.path)
-                .ok()
-                .and_then(|path| repository_root(&path)),
-        };
-        if let Some(root) = root
-            && !roots.contains(&root)
-        {
-            roots.push(root);
-        }
-    }
-    if roots.is_empty() {
-        return Vec::new();
-    }
-    let named: HashSet<PathBuf> = targets
-        .iter()
-        .filter_map(|target| std::path::absolute(&target.path).ok())
-        .collect();
-    discovery::discover(&roots, resolver)
-        .targets
-        .into_iter()
-        .filter(|target| std::path::absolute(&target.path).is_ok_and(|path| !named.contains(&path)))
-        .collect()
-}
-
-/// The closest folder above `path` that holds a `.git`.
-fn repository_root(path: &Path) -> Option<PathBuf> {
-    path.ancestors()
-        .skip(1)
-        .find(|folder| folder.join(".git").exists())
-        .map(Path::to_owned)
-}
-
-/// What the first pass learnt of each discovered file, in the order of the targets.
-struct ProjectFacts<'a> {
-    targets: &'a [LintTarget],
-    hashes: &'a [Option<ContentHash>],
-    called: &'a [Option<CalledNames>],
-}
-
-/// Keeps a finding on a line that keeps a parameter (`self.sum += val`) only if some call in
-/// the run passes a graph-carrying tensor for it.
-fn keep_findings_with_graph_arguments(outcomes: &mut [Outcome], calls: &[GraphCall]) {
-    for outcome in outcomes.iter_mut() {
-        if let Outcome::Linted { file, .. } = outcome {
-            project::keep_graph_argument_findings(&mut file.diagnostics, calls);
-        }
-    }
-}
-
-/// The second pass: drops the findings whose function the other files of the run only call
-/// with grad disabled (`project`).
-fn apply_project_facts(outcomes: &mut [Outcome], facts: &ProjectFacts<'_>, cache: Option<&Cache>) {
-    let assumptions: Vec<Assumption> = outcomes
-        .iter()
-        .filter_map(|outcome| match outcome {
-            Outcome::Linted { file, .. } => Some(file.diagnostics.iter()),
-            _ => None,
-        })
-        .flatten()
-        .filter_map(|diagnostic| diagnostic.assumption.clone())
-        .filter(|assumption| matches!(assumption, Assumption::EnteredWithGrad { .. }))
-        .collect();
-    if assumptions.is_empty() {
-        return;
-    }
-    let displays: Vec<PathBuf> = facts
-        .targets
-        .iter()
-        .map(|t| display_path(&t.path))
-        .collect();
-    // The conclusion depends on every file of the run; it is reused only when none changed.
-    let key = cache.and_then(|_| {
-        let mut files = facts
-            .targets
-            .iter()
-            .zip(&displays)
-            .zip(facts.hashes)
-            .map(|((target, display), hash)| {
-                Some((display.clone(), (*hash)?, target.settings.fingerprint()))
-            })
-            .collect::<Option<Vec<_>>>()?;
-        Some(cache::project_key(&mut files))
-    });
-    let no_grad: HashSet<FunctionKey> = match (cache, key) {
-        (Some(cache), Some(key)) => match cache.project_facts(key) {
-            Some(no_grad) => no_grad.into_iter().collect(),
-            None => {
-                let no_grad = no_grad_functions(facts, &displays, &assumptions);
-                cache.put_project_facts(key, no_grad.iter().cloned().collect());
-                no_grad
-            }
-        },
-        _ => no_grad_functions(facts, &displays, &assumptions),
-    };
-    if no_grad.is_empty() {
-        return;
-    }
-    for outcome in outcomes.iter_mut() {
-        if let Outcome::Linted { file, .. } = outcome {
-            file.diagnostics
-                .retain(|diagnostic| match &diagnostic.assumption {
-                    Some(Assumption::EnteredWithGrad { function, .. }) => {
-                        !no_grad.contains(function)
-                    }
-                    _ => true,
-                });
-        }
-    }
-}
-
-fn no_grad_functions(
-    facts: &ProjectFacts<'_>,
-    displays: &[PathBuf],
-    assumptions: &[Assumption],
-) -> HashSet<FunctionKey> {
-    let files: Vec<ProjectFile<'_>> = facts
-        .targets
-        .iter()
-        .zip(displays)
-        .zip(facts.called)
-        .map(|((target, display), called)| ProjectFile {
-            path: &target.path,
-            display,
-            kinds: target.settings.dispatch().kinds(),
-            called: called.as_ref(),
-        })
-        .collect();
-    let assumptions: Vec<&Assumption> = assumptions.iter().collect();
-    project::no_grad_functions(&files, &assumptions)
-}
-
-/// Paths under the current folder are shown relative to it, as Ruff does.
-pub(super) fn display_path(path: &Path) -> PathBuf {
-    if path.is_absolute()
-        && let Ok(cwd) = std::env::current_dir()
-        && let Ok(relative) = path.strip_prefix(&cwd)
-    {
-        return relative.to_owned();
-    }
-    path.to_owned()
 }
 
 fn enabled_rules(settings: &[Arc<Settings>]) -> Vec<Arc<RuleMeta>> {

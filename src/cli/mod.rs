@@ -2,7 +2,6 @@
 //! Exit codes follow Ruff: 0 no findings, 1 findings, 2 usage, config, IO or internal error.
 
 mod check;
-mod lint_files;
 mod probe;
 mod rule;
 

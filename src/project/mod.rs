@@ -13,6 +13,7 @@
 //! imports that bind them (`from .utils import evaluate`), methods by name (`x.val_step(...)`).
 
 pub mod imports;
+pub mod run;
 pub mod schedule;
 
 use std::path::{Component, Path};
@@ -195,6 +196,8 @@ pub struct ProjectFile<'a> {
     /// The names the first pass saw called in the file; None when it did not lint the file
     /// (a cached result), which is then read to find out.
     pub called: Option<&'a CalledNames>,
+    /// Bytes that stand in for the file (an editor's unsaved buffer).
+    pub text: Option<&'a [u8]>,
 }
 
 /// The names a file calls (`f(...)`, `x.f(...)`), as a 1,024-bit Bloom filter: the second pass
@@ -427,8 +430,12 @@ fn call_sites(file: &ProjectFile<'_>, names: &[String]) -> Vec<(Target, SiteMode
     {
         return Vec::new();
     }
-    let Ok(bytes) = std::fs::read(file.path) else {
-        return Vec::new();
+    let bytes = match file.text {
+        Some(text) => std::borrow::Cow::Borrowed(text),
+        None => match std::fs::read(file.path) {
+            Ok(bytes) => std::borrow::Cow::Owned(bytes),
+            Err(_) => return Vec::new(),
+        },
     };
     let text = if SourceKind::from_path(file.path) == Some(SourceKind::Notebook) {
         crate::notebook::python_text(&bytes)

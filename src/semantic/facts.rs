@@ -203,6 +203,13 @@ impl FactBase {
         let _ = self.summaries[file].set(summary);
     }
 
+    /// Records a file's summary again (it was linted again). A method name the old summary
+    /// stored with stays known as storing: that only costs a closer look at its calls.
+    pub fn replace_summary(&mut self, file: usize, summary: Arc<FileSummary>) {
+        self.summaries[file] = OnceLock::new();
+        self.set_summary(file, summary);
+    }
+
     /// Whether some summarised method of this name keeps a parameter.
     pub fn may_store(&self, method: &str) -> bool {
         self.storing_methods

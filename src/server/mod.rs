@@ -8,6 +8,7 @@
 
 mod convert;
 mod document;
+mod projects;
 mod reclaim;
 mod transport;
 
@@ -28,12 +29,15 @@ use serde::Deserialize;
 
 use crate::checker::InternalError;
 use crate::diagnostic::Diagnostic;
-use crate::linter;
+use crate::discovery::LintTarget;
+use crate::linter::{self, SourceKind};
 use crate::parse;
+use crate::project::run::{self, Outcome};
 use crate::settings::resolver::Resolver;
 use crate::settings::{CliOverrides, Settings};
 use crate::source::SourceFile;
 use document::{Document, Encoding};
+use projects::{OpenFile, Projects};
 use reclaim::Reclaimer;
 use transport::Incoming;
 
@@ -55,6 +59,7 @@ struct Server {
     /// Whether the client lets us register file watchers (for config reloads).
     can_watch_files: bool,
     reclaimer: Reclaimer,
+    projects: Projects,
 }
 
 /// A document with what its last lint found (for code actions and hover).
@@ -62,6 +67,11 @@ struct Open {
     uri: Uri,
     document: Document,
     diagnostics: Vec<Diagnostic>,
+    /// What the client was last sent for it (a lint of another file of its project publishes
+    /// it again only when that changes).
+    published: Option<Vec<lsp_types::Diagnostic>>,
+    /// Whether the document's tree is the parse of its text (not only edited along with it).
+    parsed: bool,
 }
 
 pub fn run() -> u8 {
@@ -145,6 +155,7 @@ impl Server {
             shutdown_requested: false,
             can_watch_files,
             reclaimer: Reclaimer::start(),
+            projects: Projects::default(),
         };
         let result = serde_json::json!({
             "capabilities": {
@@ -195,9 +206,7 @@ impl Server {
                     Incoming::Message(Message::Response(_)) => {}
                 }
             }
-            for key in dirty {
-                self.lint_and_publish(&key);
-            }
+            self.lint_dirty(dirty);
         }
         // The client went away without `exit`.
         1
@@ -205,9 +214,7 @@ impl Server {
 
     fn on_request(&mut self, request: Request, dirty: &mut Vec<String>) {
         // Requests read the latest text: lint what changed before answering.
-        for key in dirty.drain(..) {
-            self.lint_and_publish(&key);
-        }
+        self.lint_dirty(std::mem::take(dirty));
         let id = request.id.clone();
         let response = match request.method.as_str() {
             lsp_types::request::Shutdown::METHOD => {
@@ -254,6 +261,8 @@ impl Server {
                             uri: document.uri,
                             document: Document::new(document.text, document.version),
                             diagnostics: Vec::new(),
+                            published: None,
+                            parsed: false,
                         },
                     );
                     mark(dirty, key);
@@ -269,6 +278,7 @@ impl Server {
                             open.document.apply(change, self.encoding);
                         }
                         open.document.version = params.text_document.version;
+                        open.parsed = false;
                         mark(dirty, key);
                     }
                 }
@@ -287,6 +297,14 @@ impl Server {
                     dirty.retain(|k| k != &key);
                     if let Some(open) = self.documents.remove(&key) {
                         self.publish(&open.uri, Vec::new(), None);
+                        if let Some(path) = file_path(&open.uri) {
+                            self.projects.changed(&path);
+                        }
+                        // The file on disk stands in for the buffer again: what the other
+                        // files of its project were linted with may have changed.
+                        for key in self.documents.keys() {
+                            mark(dirty, key.clone());
+                        }
                     }
                 }
             }
@@ -303,14 +321,45 @@ impl Server {
                     self.reload(dirty);
                 }
             }
-            // A config file changed: settings are read again for every open document.
-            n::DidChangeWatchedFiles::METHOD => self.reload(dirty),
+            n::DidChangeWatchedFiles::METHOD => {
+                let changes =
+                    serde_json::from_value::<lsp_types::DidChangeWatchedFilesParams>(params)
+                        .map(|params| params.changes)
+                        .unwrap_or_default();
+                let config_changed = changes.is_empty()
+                    || changes.iter().any(|change| {
+                        let uri = change.uri.as_str();
+                        crate::settings::config_file::CONFIG_FILE_NAMES
+                            .iter()
+                            .any(|name| uri.ends_with(&format!("/{name}")))
+                    });
+                if config_changed {
+                    // Settings are read again for every open document.
+                    self.reload(dirty);
+                } else {
+                    // A file of a project changed on disk: its open documents may owe
+                    // findings to it. Created or deleted files change what the project holds.
+                    if changes
+                        .iter()
+                        .any(|change| change.typ != lsp_types::FileChangeType::CHANGED)
+                    {
+                        self.projects.rediscover();
+                    }
+                    for path in changes.iter().filter_map(|change| file_path(&change.uri)) {
+                        self.projects.changed(&path);
+                    }
+                    for key in self.documents.keys() {
+                        mark(dirty, key.clone());
+                    }
+                }
+            }
             _ => {}
         }
     }
 
     fn reload(&mut self, dirty: &mut Vec<String>) {
         self.resolver = Arc::new(resolver_for(&self.client));
+        self.projects.clear();
         for key in self.documents.keys() {
             mark(dirty, key.clone());
         }
@@ -325,10 +374,13 @@ impl Server {
             "registrations": [{
                 "id": "torchlint-config",
                 "method": "workspace/didChangeWatchedFiles",
+                // Config files, and the Python files whose facts the open documents use.
                 "registerOptions": { "watchers": [
                     { "globPattern": "**/pyproject.toml" },
                     { "globPattern": "**/torchlint.toml" },
                     { "globPattern": "**/.torchlint.toml" },
+                    { "globPattern": "**/*.py" },
+                    { "globPattern": "**/*.pyi" },
                 ]},
             }],
         });
@@ -340,8 +392,124 @@ impl Server {
         let _ = transport::write(&Message::Request(request));
     }
 
-    fn lint_and_publish(&mut self, key: &str) {
-        let encoding = self.encoding;
+    /// Lints the documents that changed: each with the rest of its project (and the other
+    /// open documents of that project again, whose findings may rest on it), or by itself
+    /// when it belongs to no project.
+    fn lint_dirty(&mut self, dirty: Vec<String>) {
+        let mut roots: Vec<PathBuf> = Vec::new();
+        for key in &dirty {
+            match self.project_of(key) {
+                Some((root, _)) => {
+                    if !roots.contains(&root) {
+                        roots.push(root);
+                    }
+                }
+                None => self.lint_alone(key),
+            }
+        }
+        for root in roots {
+            self.lint_project(&root, &dirty);
+        }
+    }
+
+    /// The project root of an open document and its target there; `None` for a document to
+    /// lint by itself: not a file, a notebook, in no project, or a text that would not read
+    /// back as itself from disk (a BOM, a declared legacy encoding: findings point into the
+    /// buffer's text).
+    fn project_of(&self, key: &str) -> Option<(PathBuf, LintTarget)> {
+        let open = self.documents.get(key)?;
+        let path = file_path(&open.uri)?;
+        let kind = SourceKind::from_path(&path).filter(|kind| *kind == SourceKind::Python)?;
+        let settings = self.resolver.for_file(&path).ok()?;
+        let text = &open.document.text;
+        if !crate::source::decode(text.as_bytes()).is_ok_and(|decoded| decoded == *text) {
+            return None;
+        }
+        let target = LintTarget {
+            path,
+            kind,
+            settings,
+        };
+        Some((run::project_root(&target)?, target))
+    }
+
+    fn lint_project(&mut self, root: &std::path::Path, dirty: &[String]) {
+        let mut members: Vec<(String, LintTarget)> = Vec::new();
+        for key in self.documents.keys() {
+            if let Some((found, target)) = self.project_of(key)
+                && found == root
+            {
+                members.push((key.clone(), target));
+            }
+        }
+        // Each changed text is parsed here, incrementally from its last tree (the project's
+        // lint takes the tree); a text the parser cannot take is linted from its bytes.
+        for (key, _) in &members {
+            let Some(open) = self.documents.get_mut(key) else {
+                continue;
+            };
+            if open.parsed {
+                continue;
+            }
+            let tree = if parse::check_parsable(&open.document.text).is_ok() {
+                Some(parse::parse(
+                    &open.document.text,
+                    open.document.tree.as_ref(),
+                ))
+            } else {
+                None
+            };
+            self.reclaimer
+                .free(std::mem::replace(&mut open.document.tree, tree));
+            open.parsed = true;
+        }
+        let mut keys = Vec::new();
+        let mut open = Vec::new();
+        for (key, target) in members {
+            let document = &self.documents[&key].document;
+            open.push(OpenFile {
+                target,
+                text: document.text.as_bytes().to_vec(),
+                tree: document.tree.as_ref(),
+            });
+            keys.push(key);
+        }
+        let resolver = Arc::clone(&self.resolver);
+        let projects = &mut self.projects;
+        // A panic outside the rules (they contain their own) costs these documents'
+        // diagnostics, never the session.
+        let linted = catch_unwind(AssertUnwindSafe(|| projects.lint(root, &open, &resolver)));
+        let Ok(checked) = linted else {
+            self.projects.clear();
+            for key in &keys {
+                self.deliver(key, Vec::new(), true);
+            }
+            return;
+        };
+        for (key, checked) in keys.iter().zip(checked) {
+            if let Some(warning) = checked.warning {
+                log(&format!("torchlint: {warning}"));
+            }
+            let diagnostics = match checked.outcome {
+                Outcome::Linted {
+                    file,
+                    internal_errors,
+                } => {
+                    self.log_failures(key, &internal_errors);
+                    file.diagnostics
+                }
+                Outcome::Clean | Outcome::Parsed => Vec::new(),
+                Outcome::Failed(error) => {
+                    log(&format!("torchlint: {}", error.message));
+                    Vec::new()
+                }
+            };
+            self.deliver(key, diagnostics, dirty.contains(key));
+        }
+    }
+
+    /// Lints a document by itself, re-parsing incrementally from its last tree.
+    fn lint_alone(&mut self, key: &str) {
         let resolver = Arc::clone(&self.resolver);
         let Some(open) = self.documents.get_mut(key) else {
             return;
@@ -364,21 +532,10 @@ impl Server {
                 }));
                 match linted {
                     Ok((found, failed)) => {
-                        for failure in failed {
-                            log(&format!(
-                                "torchlint: rule {} failed on {} and was skipped there: {}",
-                                failure.rule.code,
-                                open.uri.as_str(),
-                                failure.message
-                            ));
-                        }
-                        open.diagnostics = found;
-                        open.diagnostics.clone()
+                        self.log_failures(key, &failed);
+                        found
                     }
-                    Err(_) => {
-                        open.diagnostics.clear();
-                        Vec::new()
-                    }
+                    Err(_) => Vec::new(),
                 }
             }
             Err(error) => {
@@ -389,10 +546,34 @@ impl Server {
                 Vec::new()
             }
         };
-        let converted = diagnostics
+        self.deliver(key, diagnostics, true);
+    }
+
+    fn log_failures(&self, key: &str, failures: &[InternalError]) {
+        for failure in failures {
+            log(&format!(
+                "torchlint: rule {} failed on {} and was skipped there: {}",
+                failure.rule.code, key, failure.message
+            ));
+        }
+    }
+
+    /// Keeps a document's findings (for code actions and hover) and publishes them, when they
+    /// changed or `always` (its text changed: the client wants the new version's).
+    fn deliver(&mut self, key: &str, diagnostics: Vec<Diagnostic>, always: bool) {
+        let encoding = self.encoding;
+        let Some(open) = self.documents.get_mut(key) else {
+            return;
+        };
+        let converted: Vec<lsp_types::Diagnostic> = diagnostics
             .iter()
             .map(|diagnostic| convert::diagnostic(diagnostic, &open.document, &open.uri, encoding))
             .collect();
+        open.diagnostics = diagnostics;
+        if !always && open.published.as_ref() == Some(&converted) {
+            return;
+        }
+        open.published = Some(converted.clone());
         let (uri, version) = (open.uri.clone(), open.document.version);
         self.publish(&uri, converted, Some(version));
     }

@@ -45,11 +45,13 @@ impl EvalWithoutNoGrad {
         // Evaluation code needs an `x.eval()` somewhere in the file, an evaluation-named
         // function, or a loaded model in a file that trains nothing; the first two are cheap
         // to ask before what the call runs.
-        let eval_loop = evaluation_loop(checker);
+        // Whether a loop around the call iterates evaluation data: asked once, when needed.
+        let eval_loop = std::cell::OnceCell::new();
+        let eval_loop = || *eval_loop.get_or_init(|| evaluation_loop(checker));
         if !checker.model.mode_calls.iter().any(|mode| mode.eval)
-            && !eval_loop
             && !eval_named(checker, call)
             && !inference_file(checker, call)
+            && !eval_loop()
         {
             return;
         }
@@ -75,7 +77,7 @@ impl EvalWithoutNoGrad {
         let eval_call = last_mode_call(checker, function, forward.receiver, call)
             .or_else(|| object_mode_call(checker, forward.receiver, call))
             .or_else(|| sibling_mode_call(checker, function, forward.receiver, call));
-        let in_eval = eval_loop
+        let in_eval = eval_loop()
             || match eval_call {
                 Some(mode_call) => mode_call.eval,
                 None => {

@@ -574,10 +574,17 @@ fn clears<'a>(checker: &Checker<'a>, loop_node: Node<'a>, name: &str) -> bool {
     let Some(body) = checker.field(loop_node, FIELDS.body) else {
         return false;
     };
+    // A clearing statement is one short line that names the container: reading only those
+    // keeps this cheap on loops whose bodies are long.
+    let longest = name.len() + "=list()".len() + 8;
     let mut cursor = body.walk();
     let statements: Vec<Node<'_>> = body.named_children(&mut cursor).collect();
     statements.into_iter().any(|statement| {
-        let text = checker.node_text(statement).replace(' ', "");
+        let text = checker.node_text(statement);
+        if text.len() > longest || !text.contains(name) {
+            return false;
+        }
+        let text = text.replace(' ', "");
         text == format!("{name}.clear()")
             || text == format!("del{name}[:]")
             || (name.contains('.')

@@ -1,0 +1,868 @@
+//! Linting a run's files as one project, for `torchlint check` and the server alike.
+//!
+//! The first pass lints every file once, in parallel, each after the files it imports, so
+//! that what it asks of the project's fact base (is `SeqNet` a model? what does `build_model`
+//! return?) is answered from their summaries. Answers given without a summary (a cycle of
+//! imports, an import the scan missed, a cached file whose imports changed) are checked once
+//! every file is in, and the files whose answers changed are linted again. The second pass
+//! ([`super::no_grad_functions`], [`super::keep_graph_argument_findings`]) decides what one
+//! file's findings owe to the others: callers that disable grad, calls that pass a graph.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use rayon::prelude::*;
+use rustc_hash::FxHashSet as HashSet;
+use tree_sitter::Tree;
+
+use crate::cache::{self, Cache, ContentHash, Fresh};
+use crate::checker::InternalError;
+use crate::diagnostic::FileDiagnostics;
+use crate::discovery::{self, FileError, LintTarget, describe_io_error, display_path};
+use crate::linter::{self, ProjectContext, SourceKind};
+use crate::notebook;
+use crate::parse;
+use crate::project::imports::{self, Import};
+use crate::project::{
+    self as project, Assumption, CalledNames, FunctionKey, GraphCall, ProjectFile, schedule,
+};
+use crate::semantic::facts::{FactBase, Question};
+use crate::semantic::summary::{Demand, FileSummary};
+use crate::settings::Settings;
+use crate::settings::resolver::Resolver;
+use crate::source::{self, SourceFile};
+
+/// What linting one file came to.
+#[derive(Clone)]
+pub enum Outcome {
+    Linted {
+        file: FileDiagnostics,
+        internal_errors: Vec<InternalError>,
+    },
+    Clean,
+    Parsed,
+    Failed(FileError),
+}
+
+/// Texts that stand in for files on disk (the editor's unsaved buffers), by target path, each
+/// with its tree when the editor has parsed it already (incrementally, from the last one).
+#[derive(Default)]
+pub struct Overrides<'t> {
+    texts: HashMap<PathBuf, (Vec<u8>, Option<&'t Tree>)>,
+}
+
+impl<'t> Overrides<'t> {
+    pub fn new() -> Self {
+        Overrides::default()
+    }
+
+    /// `tree` must be the parse of exactly `bytes`.
+    pub fn insert(&mut self, path: PathBuf, bytes: Vec<u8>, tree: Option<&'t Tree>) {
+        self.texts.insert(path, (bytes, tree));
+    }
+
+    pub fn contains(&self, path: &Path) -> bool {
+        self.texts.contains_key(path)
+    }
+
+    fn bytes(&self, path: &Path) -> Option<&[u8]> {
+        self.texts.get(path).map(|(bytes, _)| bytes.as_slice())
+    }
+
+    fn tree(&self, path: &Path) -> Option<&'t Tree> {
+        self.texts.get(path).and_then(|(_, tree)| *tree)
+    }
+}
+
+/// One file that a run reports on: what linting it came to, and what to warn about it.
+pub struct Checked {
+    pub outcome: Outcome,
+    /// Something to tell the user that did not stop the file being linted.
+    pub warning: Option<String>,
+}
+
+/// Lints `targets` as one project and returns what the first `reported` of them came to;
+/// the rest are context (what they import, pass and call decides findings in the reported
+/// ones, but their own findings are not this run's). `overrides` replace files' bytes.
+pub fn lint_project(
+    targets: &[LintTarget],
+    reported: usize,
+    overrides: &Overrides,
+    cache: Option<&Cache>,
+) -> Vec<Checked> {
+    let session = Session::new(targets.to_vec(), overrides, cache);
+    let reported: Vec<usize> = (0..reported).collect();
+    session.report(&reported, overrides, cache)
+}
+
+/// Lints one file by itself, as stdin is (`parse_only`: only reads and parses it).
+pub fn lint_alone(name: &Path, bytes: &[u8], settings: &Settings, parse_only: bool) -> Outcome {
+    lint_bytes(name, bytes, settings, parse_only, None).0
+}
+
+/// Only reads and parses the targets (`--parse-only`).
+pub fn parse_targets(targets: &[LintTarget]) -> Vec<Outcome> {
+    parse_all(targets)
+        .into_iter()
+        .map(|linted| linted.outcome)
+        .collect()
+}
+
+/// The folder a file's project is: the folder of the config that applies to it, or without
+/// one the git repository it is in.
+pub fn project_root(target: &LintTarget) -> Option<PathBuf> {
+    match &target.settings.config_path {
+        Some(_) => Some(target.settings.project_root.clone()),
+        None => std::path::absolute(&target.path)
+            .ok()
+            .and_then(|path| repository_root(&path)),
+    }
+}
+
+/// The other files of the projects of `files` (pre-commit's staged files, `torchlint
+/// metrics.py`, the editor's open buffers), found in their [`project_root`]s: the context
+/// a run on some files of a project lints them with.
+pub fn project_context(
+    files: &[&LintTarget],
+    targets: &[LintTarget],
+    resolver: &Arc<Resolver>,
+) -> Vec<LintTarget> {
+    let mut roots: Vec<PathBuf> = Vec::new();
+    for root in files.iter().filter_map(|target| project_root(target)) {
+        if !roots.contains(&root) {
+            roots.push(root);
+        }
+    }
+    if roots.is_empty() {
+        return Vec::new();
+    }
+    let named: HashSet<PathBuf> = targets
+        .iter()
+        .filter_map(|target| std::path::absolute(&target.path).ok())
+        .collect();
+    discovery::discover(&roots, resolver)
+        .targets
+        .into_iter()
+        .filter(|target| std::path::absolute(&target.path).is_ok_and(|path| !named.contains(&path)))
+        .collect()
+}
+
+/// The closest folder above `path` that holds a `.git`.
+fn repository_root(path: &Path) -> Option<PathBuf> {
+    path.ancestors()
+        .skip(1)
+        .find(|folder| folder.join(".git").exists())
+        .map(Path::to_owned)
+}
+
+/// One file of the first pass: its outcome, the hash the cache knows its content by, and the
+/// names it calls when it was linted (not read from the cache).
+struct Linted {
+    outcome: Outcome,
+    hash: Option<ContentHash>,
+    pub called: Option<CalledNames>,
+    /// Something to tell the user that does not stop the file being linted.
+    pub warning: Option<String>,
+    /// Calls that pass a graph-carrying tensor to the project's functions.
+    pub graph_calls: Vec<GraphCall>,
+}
+
+/// Only reads and parses the targets.
+fn parse_all(targets: &[LintTarget]) -> Vec<Linted> {
+    let overrides = Overrides::new();
+    targets
+        .par_iter()
+        .map(|target| match read(target, &overrides) {
+            Ok(bytes) => {
+                let (outcome, called) =
+                    lint_bytes(&target.path, &bytes, &target.settings, true, None);
+                Linted {
+                    outcome,
+                    hash: None,
+                    called,
+                    warning: None,
+                    graph_calls: Vec::new(),
+                }
+            }
+            Err(linted) => *linted,
+        })
+        .collect()
+}
+
+/// A project's first pass, kept: a change to some of its files lints only them again, and the
+/// files whose answers from the fact base they change (the server keeps one per project).
+pub struct Session {
+    targets: Vec<LintTarget>,
+    index: HashMap<PathBuf, usize>,
+    facts: FactBase,
+    imports: Vec<Vec<Import>>,
+    demand: Vec<Demand>,
+    linted: Vec<Linted>,
+    /// The questions each file's findings rest on.
+    questions: Vec<Vec<Question>>,
+    /// A hash of the bytes each file was linted from (`None`: it could not be read).
+    content: Vec<Option<ContentHash>>,
+}
+
+/// What the first pass keeps of a file: its result, its questions, the hash of its bytes.
+type FirstLint = (Linted, Vec<Question>, Option<ContentHash>);
+
+/// What linting one file of a session yields.
+type Relinted = (
+    usize,
+    Linted,
+    FileSummary,
+    Vec<Question>,
+    Option<ContentHash>,
+);
+
+impl Session {
+    /// Lints the targets as one project: each file once, after the files it imports, then
+    /// again the files whose answers changed once every summary was in.
+    pub fn new(targets: Vec<LintTarget>, overrides: &Overrides, cache: Option<&Cache>) -> Session {
+        // Each file's bytes, taken by the task that lints it, and its imports, read while the
+        // bytes are at hand.
+        let (inputs, imports): (Vec<Mutex<Option<Read>>>, Vec<Vec<Import>>) = targets
+            .par_iter()
+            .map(|target| {
+                let input = read(target, overrides);
+                let imports = scan(&input);
+                (Mutex::new(Some(input)), imports)
+            })
+            .unzip();
+        // The run's framework table: the config's at the root of the run (the first target's).
+        let facts = FactBase::new(targets.iter().map(|target| target.path.as_path()))
+            .with_frameworks(
+                targets
+                    .first()
+                    .and_then(|target| target.settings.extended_frameworks()),
+            );
+        let (dependencies, demand) = link(&facts, &imports);
+
+        let results: Vec<OnceLock<FirstLint>> = targets.iter().map(|_| OnceLock::new()).collect();
+        schedule::in_dependency_order(&dependencies, |index| {
+            let input = lock(&inputs[index])
+                .take()
+                .expect("each file is linted once");
+            let (_, linted, summary, asked, content) = lint_read(
+                &targets[index],
+                input,
+                overrides.tree(&targets[index].path),
+                Place {
+                    facts: &facts,
+                    index,
+                    demand: &demand[index],
+                },
+                cache,
+                Reuse::Cached,
+            );
+            facts.set_summary(index, Arc::new(summary));
+            let _ = results[index].set((linted, asked, content));
+        });
+        let (mut linted, mut questions, mut content) = (Vec::new(), Vec::new(), Vec::new());
+        for result in results {
+            let (file, asked, hash) = result.into_inner().expect("every file was linted");
+            linted.push(file);
+            questions.push(asked);
+            content.push(hash);
+        }
+        let index = targets
+            .iter()
+            .enumerate()
+            .map(|(index, target)| (target.path.clone(), index))
+            .collect();
+        let mut session = Session {
+            targets,
+            index,
+            facts,
+            imports,
+            demand,
+            linted,
+            questions,
+            content,
+        };
+        // Answers that changed now that every summary is in: lint those files again (their
+        // cached results, if they came from the cache, rest on the old answers).
+        session.relint_stale(&[], overrides, cache);
+        session
+    }
+
+    /// The index of a file of the session.
+    pub fn file(&self, path: &Path) -> Option<usize> {
+        self.index.get(path).copied()
+    }
+
+    /// Brings the session up to date with `paths` (files that may have changed: an edited
+    /// buffer in `overrides`, a file changed on disk): those whose bytes differ are linted
+    /// again, with the files whose summary they now need more of and the files whose answers
+    /// they change.
+    pub fn update(&mut self, paths: &[PathBuf], overrides: &Overrides) {
+        let mut changed: Vec<(usize, Read)> = Vec::new();
+        for path in paths {
+            let Some(index) = self.file(path) else {
+                continue;
+            };
+            if changed.iter().any(|(known, _)| *known == index) {
+                continue;
+            }
+            let input = read(&self.targets[index], overrides);
+            let content = input.as_ref().ok().map(|bytes| cache::content_hash(bytes));
+            if content.is_none() || content != self.content[index] {
+                changed.push((index, input));
+            }
+        }
+        if changed.is_empty() {
+            return;
+        }
+        let mut relink = false;
+        for (index, input) in &changed {
+            let imports = scan(input);
+            if imports != self.imports[*index] {
+                self.imports[*index] = imports;
+                relink = true;
+            }
+        }
+        if relink {
+            // What the others import of each file may have changed: a file asked for names its
+            // summary does not cover is linted again too.
+            let (_, demand) = link(&self.facts, &self.imports);
+            for (index, wanted) in demand.iter().enumerate() {
+                if *wanted != self.demand[index]
+                    && !changed.iter().any(|(known, _)| *known == index)
+                {
+                    changed.push((index, read(&self.targets[index], overrides)));
+                }
+            }
+            self.demand = demand;
+        }
+        let relinted: Vec<Relinted> = {
+            let this = &*self;
+            changed
+                .into_par_iter()
+                .map(|(index, input)| {
+                    lint_read(
+                        &this.targets[index],
+                        input,
+                        overrides.tree(&this.targets[index].path),
+                        this.place(index),
+                        None,
+                        Reuse::Afresh,
+                    )
+                })
+                .collect()
+        };
+        let done: Vec<usize> = relinted.iter().map(|relinted| relinted.0).collect();
+        self.keep(relinted);
+        self.relint_stale(&done, overrides, None);
+    }
+
+    /// What the `files` came to, once the second pass has decided what their findings owe to
+    /// the rest of the project.
+    pub fn report(
+        &self,
+        files: &[usize],
+        overrides: &Overrides,
+        cache: Option<&Cache>,
+    ) -> Vec<Checked> {
+        let mut outcomes: Vec<Outcome> = files
+            .iter()
+            .map(|&file| self.linted[file].outcome.clone())
+            .collect();
+        let graph_calls: Vec<GraphCall> = self
+            .linted
+            .iter()
+            .flat_map(|linted| linted.graph_calls.iter().cloned())
+            .collect();
+        keep_findings_with_graph_arguments(&mut outcomes, &graph_calls);
+        let called: Vec<Option<CalledNames>> = self
+            .linted
+            .iter()
+            .map(|linted| linted.called.clone())
+            .collect();
+        let facts = ProjectFacts {
+            targets: &self.targets,
+            hashes: &self.content,
+            called: &called,
+            overrides,
+        };
+        apply_project_facts(&mut outcomes, &facts, cache);
+        outcomes
+            .into_iter()
+            .zip(files)
+            .map(|(outcome, &file)| Checked {
+                outcome,
+                warning: self.linted[file].warning.clone(),
+            })
+            .collect()
+    }
+
+    /// Lints again the files (but those in `done`) whose questions the fact base now answers
+    /// otherwise.
+    fn relint_stale(&mut self, done: &[usize], overrides: &Overrides, cache: Option<&Cache>) {
+        let stale: Vec<usize> = (0..self.targets.len())
+            .into_par_iter()
+            .filter(|index| {
+                !done.contains(index)
+                    && self.questions[*index].iter().any(|question| {
+                        self.facts.answer(&question.ask, Some(*index)) != question.answer
+                    })
+            })
+            .collect();
+        let relinted: Vec<Relinted> = stale
+            .par_iter()
+            .map(|&index| {
+                lint_read(
+                    &self.targets[index],
+                    read(&self.targets[index], overrides),
+                    overrides.tree(&self.targets[index].path),
+                    self.place(index),
+                    cache,
+                    Reuse::Afresh,
+                )
+            })
+            .collect();
+        self.keep(relinted);
+    }
+
+    fn place(&self, index: usize) -> Place<'_> {
+        Place {
+            facts: &self.facts,
+            index,
+            demand: &self.demand[index],
+        }
+    }
+
+    fn keep(&mut self, relinted: Vec<Relinted>) {
+        for (index, linted, summary, asked, content) in relinted {
+            self.facts.replace_summary(index, Arc::new(summary));
+            self.linted[index] = linted;
+            self.questions[index] = asked;
+            self.content[index] = content;
+        }
+    }
+}
+
+/// Lints one file of a session from what reading it gave.
+fn lint_read(
+    target: &LintTarget,
+    input: Read,
+    tree: Option<&Tree>,
+    place: Place<'_>,
+    cache: Option<&Cache>,
+    reuse: Reuse,
+) -> Relinted {
+    let index = place.index;
+    match input {
+        Ok(bytes) => {
+            let (linted, summary, asked) =
+                lint_in_project(target, &bytes, tree, place, cache, reuse);
+            let content = linted.hash.unwrap_or_else(|| cache::content_hash(&bytes));
+            (index, linted, summary, asked, Some(content))
+        }
+        Err(linted) => (index, *linted, FileSummary::default(), Vec::new(), None),
+    }
+}
+
+/// A file's place in the project: the fact base, its index there, and what the others import
+/// of it.
+#[derive(Clone, Copy)]
+struct Place<'a> {
+    facts: &'a FactBase,
+    index: usize,
+    demand: &'a Demand,
+}
+
+/// The imports of a file, from its bytes.
+fn scan(input: &Read) -> Vec<Import> {
+    match input {
+        Ok(bytes) => std::str::from_utf8(bytes).map_or_else(|_| Vec::new(), imports::scan),
+        Err(_) => Vec::new(),
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Which files each file imports (by index), and which names of each file the others import.
+fn link(facts: &FactBase, scanned: &[Vec<Import>]) -> (Vec<Vec<usize>>, Vec<Demand>) {
+    // What each file needs of which other file (`None`: all of it), found in parallel.
+    let needs: Vec<Vec<(usize, Option<&str>)>> = scanned
+        .par_iter()
+        .enumerate()
+        .map(|(importer, imports)| {
+            let here = facts.module(importer);
+            let mut needs = Vec::new();
+            for import in imports {
+                let module = crate::semantic::summary::absolute_module(&import.module, here);
+                let target = facts.module_file(&module, Some(importer));
+                match &import.names {
+                    None => needs.extend(target.map(|file| (file, None))),
+                    Some(names) => {
+                        for name in names {
+                            // `from pkg import models`: a submodule, imported whole.
+                            let submodule = format!("{module}.{name}");
+                            if let Some(file) = facts.module_file(&submodule, Some(importer))
+                                && Some(file) != target
+                            {
+                                needs.push((file, None));
+                            } else if let Some(file) = target {
+                                needs.push((file, Some(name.as_str())));
+                            }
+                        }
+                    }
+                }
+            }
+            needs.retain(|(file, _)| *file != importer);
+            needs
+        })
+        .collect();
+    let mut whole = vec![false; scanned.len()];
+    let mut names: Vec<Vec<&str>> = vec![Vec::new(); scanned.len()];
+    let dependencies = needs
+        .iter()
+        .map(|needs| {
+            let mut files: Vec<usize> = needs.iter().map(|(file, _)| *file).collect();
+            files.sort_unstable();
+            files.dedup();
+            for (file, name) in needs {
+                match name {
+                    None => whole[*file] = true,
+                    Some(name) => names[*file].push(name),
+                }
+            }
+            files
+        })
+        .collect();
+    let demand = whole
+        .into_iter()
+        .zip(names)
+        .map(|(whole, mut names)| {
+            if whole {
+                return Demand::Everything;
+            }
+            names.sort_unstable();
+            names.dedup();
+            if names.is_empty() {
+                Demand::Nothing
+            } else {
+                Demand::Names(names.into_iter().map(str::to_owned).collect())
+            }
+        })
+        .collect();
+    (dependencies, demand)
+}
+
+/// A file's bytes, or its result when it could not be read.
+type Read = Result<Vec<u8>, Box<Linted>>;
+
+fn read(target: &LintTarget, overrides: &Overrides) -> Read {
+    if let Some(bytes) = overrides.bytes(&target.path) {
+        return Ok(bytes.to_vec());
+    }
+    std::fs::read(&target.path).map_err(|error| {
+        let message = describe_io_error(&target.path, &error);
+        Box::new(Linted {
+            outcome: Outcome::Failed(FileError::new(&target.path, message)),
+            hash: None,
+            called: None,
+            warning: None,
+            graph_calls: Vec::new(),
+        })
+    })
+}
+
+/// Whether a file's result may come from the cache.
+#[derive(Clone, Copy)]
+enum Reuse {
+    Cached,
+    /// Linted again because the answers it was linted with changed.
+    Afresh,
+}
+
+/// Lints one file of the project (or takes its results from the cache): its outcome, its
+/// summary for the fact base, and the questions it asked.
+fn lint_in_project(
+    target: &LintTarget,
+    bytes: &[u8],
+    tree: Option<&Tree>,
+    place: Place<'_>,
+    cache: Option<&Cache>,
+    reuse: Reuse,
+) -> (Linted, FileSummary, Vec<Question>) {
+    let Place {
+        facts,
+        index,
+        demand,
+    } = place;
+    let warning = source::unknown_coding_declaration(bytes).map(|label| {
+        format!(
+            "{}: declares the unknown encoding `{label}`; linted as UTF-8, which its bytes are",
+            display_path(&target.path).display()
+        )
+    });
+    let project = ProjectContext {
+        facts,
+        file: Some(index),
+        module: facts.module(index),
+        demand,
+    };
+    let Some(cache) = cache else {
+        let mut extra = Extra::default();
+        let (outcome, called) = lint_bytes(
+            &target.path,
+            bytes,
+            &target.settings,
+            false,
+            Some((project, &mut extra, tree)),
+        );
+        let linted = Linted {
+            outcome,
+            hash: None,
+            called,
+            warning,
+            graph_calls: extra.graph_calls,
+        };
+        return (linted, extra.summary, extra.questions);
+    };
+    let hash = cache::content_hash(bytes);
+    let shown = display_path(&target.path);
+    let cached = match reuse {
+        Reuse::Cached => cache.get(&target.path, &shown, hash, &target.settings, demand),
+        Reuse::Afresh => None,
+    };
+    if let Some(cached) = cached {
+        let outcome = if cached.diagnostics.is_empty() {
+            Outcome::Clean
+        } else {
+            match read_source(&target.path, bytes) {
+                Ok(Some(source)) => Outcome::Linted {
+                    file: FileDiagnostics {
+                        source: Arc::new(source),
+                        diagnostics: cached.diagnostics,
+                    },
+                    internal_errors: Vec::new(),
+                },
+                Ok(None) => Outcome::Clean,
+                Err(error) => Outcome::Failed(error),
+            }
+        };
+        let linted = Linted {
+            outcome,
+            hash: Some(hash),
+            called: None,
+            warning,
+            graph_calls: cached.graph_calls,
+        };
+        return (linted, cached.summary, cached.questions);
+    }
+    let mut extra = Extra::default();
+    let (outcome, called) = lint_bytes(
+        &target.path,
+        bytes,
+        &target.settings,
+        false,
+        Some((project, &mut extra, tree)),
+    );
+    let fresh = |diagnostics| Fresh {
+        diagnostics,
+        summary: &extra.summary,
+        demand,
+        questions: &extra.questions,
+        graph_calls: &extra.graph_calls,
+    };
+    match &outcome {
+        Outcome::Clean => cache.put(&target.path, &shown, hash, &target.settings, fresh(&[])),
+        Outcome::Linted {
+            file,
+            internal_errors,
+        } if internal_errors.is_empty() => cache.put(
+            &target.path,
+            &shown,
+            hash,
+            &target.settings,
+            fresh(&file.diagnostics),
+        ),
+        _ => cache.forget(&target.path),
+    }
+    let linted = Linted {
+        outcome,
+        hash: Some(hash),
+        called,
+        warning,
+        graph_calls: extra.graph_calls,
+    };
+    (linted, extra.summary, extra.questions)
+}
+
+/// What linting a file in a project yields besides its outcome.
+#[derive(Default)]
+struct Extra {
+    summary: FileSummary,
+    questions: Vec<Question>,
+    graph_calls: Vec<GraphCall>,
+}
+
+/// The text the linter reads from a file's bytes, and its findings point into: a notebook's
+/// code cells joined, or the decoded source. `None`: nothing to lint (a notebook of another
+/// kernel language, or without code cells).
+pub fn read_source(name: &Path, bytes: &[u8]) -> Result<Option<SourceFile>, FileError> {
+    if SourceKind::from_path(name) == Some(SourceKind::Notebook) {
+        return notebook::source_file(&display_path(name), bytes)
+            .map_err(|message| FileError::new(name, message));
+    }
+    let text = source::decode(bytes).map_err(|error| FileError::new(name, error.to_string()))?;
+    Ok(Some(SourceFile::new(display_path(name), text)))
+}
+
+/// Lints one file's bytes; with the outcome, the names the file calls, when it was linted.
+fn lint_bytes(
+    name: &Path,
+    bytes: &[u8],
+    settings: &Settings,
+    parse_only: bool,
+    project: Option<(ProjectContext<'_>, &mut Extra, Option<&Tree>)>,
+) -> (Outcome, Option<CalledNames>) {
+    let source = match read_source(name, bytes) {
+        Ok(Some(source)) => source,
+        Ok(None) => return (Outcome::Clean, None),
+        Err(error) => return (Outcome::Failed(error), None),
+    };
+    if parse_only {
+        if parse::check_parsable(source.text()).is_ok() {
+            let _tree = parse::parse(source.text(), None);
+        }
+        return (Outcome::Parsed, None);
+    }
+    let (context, extra, tree) = match project {
+        Some((context, extra, tree)) => (Some(context), Some(extra), tree),
+        None => (None, None, None),
+    };
+    let outcome = match tree {
+        // Parsed already, by the editor.
+        Some(tree) => linter::lint_parsed_in(&source, tree, settings, context),
+        None => linter::lint_source_in(&source, settings, context).1,
+    };
+    if let Some(extra) = extra {
+        extra.summary = outcome.summary;
+        extra.questions = outcome.questions;
+        extra.graph_calls = outcome.graph_calls;
+    }
+    let called = Some(outcome.called);
+    if outcome.diagnostics.is_empty() && outcome.internal_errors.is_empty() {
+        // Nothing to show: drop the text now rather than holding every file in memory.
+        return (Outcome::Clean, called);
+    }
+    let outcome = Outcome::Linted {
+        file: FileDiagnostics {
+            source: Arc::new(source),
+            diagnostics: outcome.diagnostics,
+        },
+        internal_errors: outcome.internal_errors,
+    };
+    (outcome, called)
+}
+
+/// What the first pass learnt of each discovered file, in the order of the targets.
+struct ProjectFacts<'a> {
+    targets: &'a [LintTarget],
+    hashes: &'a [Option<ContentHash>],
+    called: &'a [Option<CalledNames>],
+    overrides: &'a Overrides<'a>,
+}
+
+/// Keeps a finding on a line that keeps a parameter (`self.sum += val`) only if some call in
+/// the run passes a graph-carrying tensor for it.
+fn keep_findings_with_graph_arguments(outcomes: &mut [Outcome], calls: &[GraphCall]) {
+    for outcome in outcomes.iter_mut() {
+        if let Outcome::Linted { file, .. } = outcome {
+            project::keep_graph_argument_findings(&mut file.diagnostics, calls);
+        }
+    }
+}
+
+/// The second pass: drops the findings whose function the other files of the run only call
+/// with grad disabled (`project`).
+fn apply_project_facts(outcomes: &mut [Outcome], facts: &ProjectFacts<'_>, cache: Option<&Cache>) {
+    let assumptions: Vec<Assumption> = outcomes
+        .iter()
+        .filter_map(|outcome| match outcome {
+            Outcome::Linted { file, .. } => Some(file.diagnostics.iter()),
+            _ => None,
+        })
+        .flatten()
+        .filter_map(|diagnostic| diagnostic.assumption.clone())
+        .filter(|assumption| matches!(assumption, Assumption::EnteredWithGrad { .. }))
+        .collect();
+    if assumptions.is_empty() {
+        return;
+    }
+    let displays: Vec<PathBuf> = facts
+        .targets
+        .iter()
+        .map(|t| display_path(&t.path))
+        .collect();
+    // The conclusion depends on every file of the run; it is reused only when none changed.
+    let key = cache.and_then(|_| {
+        let mut files = facts
+            .targets
+            .iter()
+            .zip(&displays)
+            .zip(facts.hashes)
+            .map(|((target, display), hash)| {
+                Some((display.clone(), (*hash)?, target.settings.fingerprint()))
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(cache::project_key(&mut files))
+    });
+    let no_grad: HashSet<FunctionKey> = match (cache, key) {
+        (Some(cache), Some(key)) => match cache.project_facts(key) {
+            Some(no_grad) => no_grad.into_iter().collect(),
+            None => {
+                let no_grad = no_grad_functions(facts, &displays, &assumptions);
+                cache.put_project_facts(key, no_grad.iter().cloned().collect());
+                no_grad
+            }
+        },
+        _ => no_grad_functions(facts, &displays, &assumptions),
+    };
+    if no_grad.is_empty() {
+        return;
+    }
+    for outcome in outcomes.iter_mut() {
+        if let Outcome::Linted { file, .. } = outcome {
+            file.diagnostics
+                .retain(|diagnostic| match &diagnostic.assumption {
+                    Some(Assumption::EnteredWithGrad { function, .. }) => {
+                        !no_grad.contains(function)
+                    }
+                    _ => true,
+                });
+        }
+    }
+}
+
+fn no_grad_functions(
+    facts: &ProjectFacts<'_>,
+    displays: &[PathBuf],
+    assumptions: &[Assumption],
+) -> HashSet<FunctionKey> {
+    let files: Vec<ProjectFile<'_>> = facts
+        .targets
+        .iter()
+        .zip(displays)
+        .zip(facts.called)
+        .map(|((target, display), called)| ProjectFile {
+            path: &target.path,
+            display,
+            kinds: target.settings.dispatch().kinds(),
+            called: called.as_ref(),
+            text: facts.overrides.bytes(&target.path),
+        })
+        .collect();
+    let assumptions: Vec<&Assumption> = assumptions.iter().collect();
+    project::no_grad_functions(&files, &assumptions)
+}

@@ -1,0 +1,128 @@
+//! The projects of the open documents. A document is linted with the rest of its project as
+//! context (the folder of its config, or its git repository: `run::project_root`), exactly as
+//! `torchlint check` lints a file named on its command line, so that the editor agrees with
+//! CI: a helper whose callers disable grad is not flagged here either.
+//!
+//! Each project keeps its discovered files and a result cache in memory: a lint after a
+//! keystroke lints the changed buffer afresh and takes every other file's summary and findings
+//! from the cache, then decides again what the files owe to each other.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tree_sitter::Tree;
+
+use crate::cache::{self, Cache};
+use crate::discovery::{self, LintTarget};
+use crate::project::run::{Checked, Overrides, Session};
+use crate::settings::resolver::Resolver;
+
+struct Project {
+    /// The project's files on disk; `None` until first needed, and again after files were
+    /// created or deleted.
+    files: Option<Vec<LintTarget>>,
+    /// The project linted, kept between lints; `None` until first needed.
+    session: Option<Session>,
+    /// Files that may differ from what the session linted: changed on disk, or a buffer
+    /// closed (the file stands in for it again).
+    changed: Vec<PathBuf>,
+    cache: Cache,
+}
+
+/// The projects by root folder.
+#[derive(Default)]
+pub struct Projects {
+    roots: HashMap<PathBuf, Project>,
+}
+
+/// An open document of a project: its target, its text (which stands in for the file), and
+/// the editor's parse of that text.
+pub struct OpenFile<'t> {
+    pub target: LintTarget,
+    pub text: Vec<u8>,
+    pub tree: Option<&'t Tree>,
+}
+
+impl Projects {
+    /// Forgets everything (settings changed: every target's settings may have).
+    pub fn clear(&mut self) {
+        self.roots.clear();
+    }
+
+    /// Files were created or deleted: each project finds its files again when next linted.
+    pub fn rediscover(&mut self) {
+        for project in self.roots.values_mut() {
+            project.files = None;
+            project.session = None;
+        }
+    }
+
+    /// A file may differ from what its project was linted with (changed on disk; or its
+    /// buffer closed, so that the file stands in for it again).
+    pub fn changed(&mut self, path: &Path) {
+        for (root, project) in &mut self.roots {
+            if path.starts_with(root) {
+                project.changed.push(path.to_owned());
+            }
+        }
+    }
+
+    /// Lints the open documents of the project at `root` with the rest of it as context; what
+    /// each came to, in the order given.
+    pub fn lint(
+        &mut self,
+        root: &Path,
+        open: &[OpenFile],
+        resolver: &Arc<Resolver>,
+    ) -> Vec<Checked> {
+        let project = self
+            .roots
+            .entry(root.to_owned())
+            .or_insert_with(|| Project {
+                files: None,
+                session: None,
+                changed: Vec::new(),
+                // A cache `torchlint check` left there gives a warm start; the server never
+                // writes it (buffers are not files).
+                cache: Cache::open(&root.join(cache::FOLDER)),
+            });
+        let mut overrides = Overrides::new();
+        for file in open {
+            overrides.insert(file.target.path.clone(), file.text.clone(), file.tree);
+        }
+        let files = project
+            .files
+            .get_or_insert_with(|| discovery::discover(&[root.to_owned()], resolver).targets);
+        // A document the project's discovery leaves out (excluded) is linted with it anyway.
+        let outside = |session: &Session| {
+            open.iter()
+                .any(|file| session.file(&file.target.path).is_none())
+        };
+        match &mut project.session {
+            Some(session) if !outside(session) => {
+                let mut paths = std::mem::take(&mut project.changed);
+                paths.extend(open.iter().map(|file| file.target.path.clone()));
+                session.update(&paths, &overrides);
+            }
+            _ => {
+                let mut targets: Vec<LintTarget> = open
+                    .iter()
+                    .filter(|file| !files.iter().any(|target| target.path == file.target.path))
+                    .map(|file| file.target.clone())
+                    .collect();
+                targets.extend(files.iter().cloned());
+                project.changed.clear();
+                project.session = Some(Session::new(targets, &overrides, Some(&project.cache)));
+            }
+        }
+        let session = project.session.as_ref().expect("the session was just made");
+        let reported: Vec<usize> = open
+            .iter()
+            .filter_map(|file| session.file(&file.target.path))
+            .collect();
+        let checked = session.report(&reported, &overrides, Some(&project.cache));
+        project.cache.absorb();
+        checked
+    }
+}
