@@ -253,23 +253,24 @@ impl Cache {
     }
 
     /// Writes the cache back if this run changed it. Returns why it could not, for a warning.
-    pub fn save(self) -> io::Result<()> {
-        let updated = self.updated.into_inner().unwrap_or_else(|p| p.into_inner());
-        let project = self.project.into_inner().unwrap_or_else(|p| p.into_inner());
-        if updated.is_empty() && project.is_none() {
+    pub fn save(mut self) -> io::Result<()> {
+        self.persist()
+    }
+
+    /// Writes what this cache recorded since it was opened or last persisted, and keeps it
+    /// for the next `get` (a long-lived process saves as it goes).
+    pub fn persist(&mut self) -> io::Result<()> {
+        let changed = !self.lock_updated().is_empty()
+            || self
+                .project
+                .get_mut()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_some();
+        if !changed {
             return Ok(());
         }
-        let mut cache = self.loaded;
-        cache.build = self.build;
-        for (path, entry) in updated {
-            match entry {
-                Some(entry) => cache.files.insert(path, entry),
-                None => cache.files.remove(&path),
-            };
-        }
-        if project.is_some() {
-            cache.project = project;
-        }
+        self.absorb();
+        self.loaded.build = self.build.clone();
         let folder = self
             .file
             .parent()
@@ -280,7 +281,7 @@ impl Cache {
             &self.root.join(".gitignore"),
             "# Created by torchlint.\n*\n",
         )?;
-        let bytes = serde_json::to_vec(&cache).map_err(io::Error::other)?;
+        let bytes = serde_json::to_vec(&self.loaded).map_err(io::Error::other)?;
         replace(&self.file, &bytes)
     }
 

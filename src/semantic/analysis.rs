@@ -68,6 +68,8 @@ pub struct Analysis<'a> {
     pub(super) runs_forward_memo: RefCell<HashMap<usize, bool>>,
     /// Loops that train through the functions they call (`steps`).
     pub(super) loop_steps: RefCell<super::steps::LoopSteps>,
+    /// Loops over evaluation data, by loop node id.
+    pub(super) evaluation_loops: RefCell<HashMap<usize, bool>>,
 }
 
 /// The fact base and the file's place in it.
@@ -97,6 +99,7 @@ impl<'a> Analysis<'a> {
             project: None,
             questions: RefCell::new(Vec::new()),
             loop_steps: RefCell::new(HashMap::default()),
+            evaluation_loops: RefCell::new(HashMap::default()),
             module_evidence: OnceCell::new(),
             runs_forward_memo: RefCell::new(HashMap::default()),
             forward_with_grad_memo: RefCell::new(HashMap::default()),

@@ -9,7 +9,7 @@ use tree_sitter::Node;
 use super::analysis::Analysis;
 use super::facts::Ask;
 use super::instances::ClassRef;
-use crate::parse::{Descend, FIELDS, KINDS, Visit, walk};
+use crate::parse::{self, Descend, FIELDS, KINDS, Visit, walk};
 use crate::source::TextRange;
 
 impl<'a> Analysis<'a> {
@@ -74,6 +74,28 @@ impl<'a> Analysis<'a> {
             .loop_facts(loop_node)
             .is_some_and(|facts| facts.trains())
             || self.loop_trains_through_calls(loop_node).is_some()
+    }
+
+    /// Whether a loop iterates evaluation data and trains nothing: `for x, y in val_loader:`,
+    /// `for batch in tqdm(self.eval_dataloader)`, `for i, b in enumerate(test_ds)`. Asked for
+    /// every call in the loop, so answered once per loop.
+    pub fn evaluation_loop(&self, loop_node: Node<'a>) -> bool {
+        if let Some(known) = self.evaluation_loops.borrow().get(&loop_node.id()) {
+            return *known;
+        }
+        let found = loop_node.kind_id() == KINDS.for_statement
+            && loop_node
+                .child_by_field_id(FIELDS.right)
+                .is_some_and(|iterable| {
+                    parse::text(iterable, self.source)
+                        .split(|c: char| !c.is_alphanumeric() && c != '_')
+                        .any(super::training::names_evaluation_data)
+                })
+            && !self.loop_trains(loop_node);
+        self.evaluation_loops
+            .borrow_mut()
+            .insert(loop_node.id(), found);
+        found
     }
 
     /// A call in the loop's own body (not in a nested loop or function) that runs a training

@@ -130,6 +130,33 @@ pub fn is_eval_hook(function_name: &str) -> bool {
     )
 }
 
+/// `val_loader`, `valid_dl`, `eval_dataloader`, `test_ds`, `testloader`, `loader_val`.
+pub fn names_evaluation_data(word: &str) -> bool {
+    const SPLITS: &[&str] = &["validation", "valid", "val", "evaluation", "eval", "test"];
+    const DATA: &[&str] = &[
+        "loader",
+        "dataloader",
+        "dl",
+        "data",
+        "dataset",
+        "ds",
+        "set",
+        "batches",
+        "iter",
+        "loaders",
+        "dataloaders",
+    ];
+    let word = word.to_ascii_lowercase();
+    let data = |rest: &str| DATA.contains(&rest.trim_start_matches('_'));
+    SPLITS.iter().any(|split| {
+        word.strip_prefix(split).is_some_and(data)
+            || word
+                .strip_suffix(split)
+                .and_then(|rest| rest.strip_suffix('_'))
+                .is_some_and(|rest| DATA.contains(&rest))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -83,8 +83,7 @@ impl Projects {
                 files: None,
                 session: None,
                 changed: Vec::new(),
-                // A cache `torchlint check` left there gives a warm start; the server never
-                // writes it (buffers are not files).
+                // A cache `torchlint check` left there gives a warm start.
                 cache: Cache::open(&root.join(cache::FOLDER)),
             });
         let mut overrides = Overrides::new();
@@ -114,6 +113,15 @@ impl Projects {
                 targets.extend(files.iter().cloned());
                 project.changed.clear();
                 project.session = Some(Session::new(targets, &overrides, Some(&project.cache)));
+                // Linting a whole project is what takes time: its results are written to the
+                // project's cache, as `torchlint check` writes them, so that the next start
+                // (and the next `check`) reads them instead.
+                if let Err(error) = project.cache.persist() {
+                    super::log(&format!(
+                        "torchlint: cannot write the result cache in {}: {error}",
+                        project.cache.location().display()
+                    ));
+                }
             }
         }
         let session = project.session.as_ref().expect("the session was just made");

@@ -318,49 +318,13 @@ fn object_mode_call<'a>(
     (first.eval && calls.all(|mode| mode.eval)).then_some(first)
 }
 
-/// Whether the code runs in a loop over evaluation data that does not train: `for x, y in
-/// val_loader:`, `for batch in tqdm(self.eval_dataloader)`, `for i, b in enumerate(test_ds)`
-/// (whatever mode the model was last put in).
+/// Whether the code runs in a loop over evaluation data that does not train (whatever mode
+/// the model was last put in).
 fn evaluation_loop(checker: &Checker<'_>) -> bool {
-    checker.enclosing_loops().into_iter().any(|loop_node| {
-        loop_node.kind_id() == crate::parse::KINDS.for_statement
-            && checker
-                .field(loop_node, crate::parse::FIELDS.right)
-                .is_some_and(|iterable| {
-                    checker
-                        .node_text(iterable)
-                        .split(|c: char| !c.is_alphanumeric() && c != '_')
-                        .any(names_evaluation_data)
-                })
-            && !checker.analysis.loop_trains(loop_node)
-    })
-}
-
-/// `val_loader`, `valid_dl`, `eval_dataloader`, `test_ds`, `testloader`, `loader_val`.
-fn names_evaluation_data(word: &str) -> bool {
-    const SPLITS: &[&str] = &["validation", "valid", "val", "evaluation", "eval", "test"];
-    const DATA: &[&str] = &[
-        "loader",
-        "dataloader",
-        "dl",
-        "data",
-        "dataset",
-        "ds",
-        "set",
-        "batches",
-        "iter",
-        "loaders",
-        "dataloaders",
-    ];
-    let word = word.to_ascii_lowercase();
-    let data = |rest: &str| DATA.contains(&rest.trim_start_matches('_'));
-    SPLITS.iter().any(|split| {
-        word.strip_prefix(split).is_some_and(data)
-            || word
-                .strip_suffix(split)
-                .and_then(|rest| rest.strip_suffix('_'))
-                .is_some_and(|rest| DATA.contains(&rest))
-    })
+    checker
+        .enclosing_loops()
+        .into_iter()
+        .any(|loop_node| checker.analysis.evaluation_loop(loop_node))
 }
 
 /// Functions whose name says they evaluate: `evaluate`, `validate`, `predict`, `infer`,

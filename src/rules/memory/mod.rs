@@ -763,6 +763,42 @@ pub fn own_method_name(checker: &Checker<'_>, class: usize, method: &str) -> Str
 /// An argument of a call: its position (`self` is 0) or keyword, and its value.
 type PassedArgument<'a> = (Option<u32>, Option<&'a str>, Node<'a>);
 
+/// What a call passes to a method: a call's argument list, or the value a subscript
+/// assignment hands to `__setitem__(self, key, value)`.
+enum Passed<'a> {
+    Arguments(Node<'a>),
+    Value(Node<'a>),
+}
+
+impl<'a> Passed<'a> {
+    fn arguments(&self, checker: &Checker<'a>) -> Vec<PassedArgument<'a>> {
+        let list = match self {
+            Passed::Value(value) => return vec![(Some(2), None, *value)],
+            Passed::Arguments(list) => *list,
+        };
+        let mut cursor = list.walk();
+        let mut arguments = Vec::new();
+        let mut position = 1;
+        for argument in list.named_children(&mut cursor) {
+            if argument.kind_id() == KINDS.keyword_argument {
+                let (Some(name), Some(value)) = (
+                    argument.child_by_field_id(FIELDS.name),
+                    argument.child_by_field_id(FIELDS.value),
+                ) else {
+                    continue;
+                };
+                arguments.push((None, Some(checker.node_text(name)), value));
+            } else if argument.kind_id() != KINDS.list_splat
+                && argument.kind_id() != KINDS.dictionary_splat
+            {
+                arguments.push((Some(position), None, argument));
+                position += 1;
+            }
+        }
+        arguments
+    }
+}
+
 /// Records a call at `node` that passes a graph-carrying tensor to a method of the project
 /// that keeps it (`meter.update(loss)`, `stats["loss"] = loss` on a collector's
 /// `__setitem__`): the storing line's finding waits for one (`Assumption::GraphArgument`).
@@ -772,72 +808,57 @@ pub fn record_graph_arguments<'a>(checker: &Checker<'a>, node: Node<'a>) {
     if analysis.recorded_node.replace(node.id()) == node.id() {
         return;
     }
-    // The receiver, the method and the arguments by parameter index (`self` is 0).
-    let (receiver, method, arguments): (Node<'a>, &str, Vec<PassedArgument<'a>>) =
-        if node.kind_id() == KINDS.call {
-            let Some(callee) = checker.callee(node) else {
-                return;
-            };
-            if callee.kind_id() != KINDS.attribute {
-                return;
-            }
-            let Some(method) = checker.call_name(node) else {
-                return;
-            };
-            if matches!(
-                method,
-                "append" | "extend" | "insert" | "add_" | "item" | "backward" | "step"
-            ) || !analysis.may_store(method)
-            {
-                return;
-            }
-            let Some(receiver) = checker.field(callee, FIELDS.object) else {
-                return;
-            };
-            let Some(list) = checker.arguments(node) else {
-                return;
-            };
-            let mut cursor = list.walk();
-            let mut arguments = Vec::new();
-            let mut position = 1;
-            for argument in list.named_children(&mut cursor) {
-                if argument.kind_id() == KINDS.keyword_argument {
-                    let (Some(name), Some(value)) = (
-                        argument.child_by_field_id(FIELDS.name),
-                        argument.child_by_field_id(FIELDS.value),
-                    ) else {
-                        continue;
-                    };
-                    arguments.push((None, Some(checker.node_text(name)), value));
-                } else if argument.kind_id() != KINDS.list_splat
-                    && argument.kind_id() != KINDS.dictionary_splat
-                {
-                    arguments.push((Some(position), None, argument));
-                    position += 1;
-                }
-            }
-            (receiver, method, arguments)
-        } else if node.kind_id() == KINDS.assignment && analysis.may_store("__setitem__") {
-            // `collector["loss"] = loss`: `__setitem__(self, key, value)`.
-            let (Some(left), Some(right)) = (
-                checker.field(node, FIELDS.left),
-                checker.field(node, FIELDS.right),
-            ) else {
-                return;
-            };
-            if left.kind_id() != KINDS.subscript {
-                return;
-            }
-            let Some(receiver) = checker.field(left, FIELDS.value) else {
-                return;
-            };
-            (receiver, "__setitem__", vec![(Some(2), None, right)])
-        } else {
+    // The receiver and the method; then, once the receiver is known to be an instance of a
+    // class whose method keeps a parameter, the arguments by parameter index (`self` is 0).
+    let (receiver, method, passed): (Node<'a>, &str, Passed<'a>) = if node.kind_id() == KINDS.call {
+        let Some(callee) = checker.callee(node) else {
             return;
         };
-    if arguments.is_empty() || !analysis.may_store(method) {
+        if callee.kind_id() != KINDS.attribute {
+            return;
+        }
+        let Some(method) = checker.call_name(node) else {
+            return;
+        };
+        if matches!(
+            method,
+            "append" | "extend" | "insert" | "add_" | "item" | "backward" | "step"
+        ) || !analysis.may_store(method)
+        {
+            return;
+        }
+        let Some(receiver) = checker.field(callee, FIELDS.object) else {
+            return;
+        };
+        let Some(list) = checker.arguments(node) else {
+            return;
+        };
+        if list.named_child_count() == 0 {
+            return;
+        }
+        (receiver, method, Passed::Arguments(list))
+    } else if node.kind_id() == KINDS.assignment {
+        // `collector["loss"] = loss`: `__setitem__(self, key, value)`. The target is the
+        // assignment's first child; asked first, as most assignments bind names.
+        let Some(left) = node
+            .child(0)
+            .filter(|left| left.kind_id() == KINDS.subscript)
+        else {
+            return;
+        };
+        if !analysis.may_store("__setitem__") {
+            return;
+        }
+        let Some(right) = checker.field(node, FIELDS.right) else {
+            return;
+        };
+        let Some(receiver) = checker.field(left, FIELDS.value) else {
+            return;
+        };
+        (receiver, "__setitem__", Passed::Value(right))
+    } else {
         return;
-    }
+    };
     let (function, stores) = match analysis.instance_class(receiver) {
         Some(crate::semantic::instances::ClassRef::Local(class)) => {
             let Some(method_node) = analysis.local_method(class, method) else {
@@ -862,6 +883,7 @@ pub fn record_graph_arguments<'a>(checker: &Checker<'a>, node: Node<'a>) {
         }
         None => return,
     };
+    let arguments = passed.arguments(checker);
     if stores.is_empty() {
         return;
     }
