@@ -1,12 +1,14 @@
 //! Runs one task per file of the run, in parallel, each after the tasks of the files it
 //! imports: a file's summary is in the fact base before its importers ask about it. Files that
-//! import each other (a cycle) run without waiting for one another.
+//! import each other (a cycle) cannot all wait: the cycle is cut where a depth-first walk of
+//! the imports closes it (the import back to a file still on the walk's path is not waited
+//! for), so that all but one file of a cycle still see the summaries they ask about.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Calls `task(i)` for every `i` in `0..dependencies.len()`, on the rayon pool, each after
-/// every `task(j)` with `j` in `dependencies[i]` has returned (unless `i` and `j` are on a
-/// cycle).
+/// every `task(j)` with `j` in `dependencies[i]` has returned, unless that import closes a
+/// cycle.
 pub fn in_dependency_order<F>(dependencies: &[Vec<usize>], task: F)
 where
     F: Fn(usize) + Sync,
@@ -15,127 +17,88 @@ where
     if count == 0 {
         return;
     }
-    let component = strongly_connected(dependencies);
-    let components = component.iter().copied().max().map_or(0, |max| max + 1);
-    let mut members: Vec<Vec<usize>> = vec![Vec::new(); components];
-    for (file, &c) in component.iter().enumerate() {
-        members[c].push(file);
-    }
-    // Component → the components waiting for it, and how many each still waits for.
-    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); components];
-    let mut waiting: Vec<usize> = vec![0; components];
+    let finished = finish_order(dependencies);
+    // File → the files waiting for it, and how many each still waits for. An import of a file
+    // that finished later in the walk is one that closes a cycle.
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); count];
+    let mut waiting: Vec<usize> = vec![0; count];
     for (file, needs) in dependencies.iter().enumerate() {
-        let from = component[file];
         for &needed in needs {
-            let to = component[needed];
-            if to != from && !dependents[to].contains(&from) {
-                dependents[to].push(from);
-                waiting[from] += 1;
+            if needed < count && finished[needed] < finished[file] {
+                dependents[needed].push(file);
+                waiting[file] += 1;
             }
         }
     }
     let waiting: Vec<AtomicUsize> = waiting.into_iter().map(AtomicUsize::new).collect();
-    let unfinished: Vec<AtomicUsize> = members.iter().map(|m| AtomicUsize::new(m.len())).collect();
     let state = State {
-        members: &members,
         dependents: &dependents,
         waiting: &waiting,
-        unfinished: &unfinished,
         task: &task,
     };
     rayon::scope(|scope| {
-        for (c, waits) in waiting.iter().enumerate() {
+        for (file, waits) in waiting.iter().enumerate() {
             if waits.load(Ordering::Relaxed) == 0 {
-                state.start(scope, c);
+                state.start(scope, file);
             }
         }
     });
 }
 
 struct State<'s, F> {
-    members: &'s [Vec<usize>],
     dependents: &'s [Vec<usize>],
     waiting: &'s [AtomicUsize],
-    unfinished: &'s [AtomicUsize],
     task: &'s F,
 }
 
 impl<'s, F: Fn(usize) + Sync> State<'s, F> {
-    fn start<'scope>(&'scope self, scope: &rayon::Scope<'scope>, component: usize)
+    fn start<'scope>(&'scope self, scope: &rayon::Scope<'scope>, file: usize)
     where
         's: 'scope,
     {
-        for &file in &self.members[component] {
-            scope.spawn(move |scope| {
-                (self.task)(file);
-                if self.unfinished[component].fetch_sub(1, Ordering::AcqRel) == 1 {
-                    for &dependent in &self.dependents[component] {
-                        if self.waiting[dependent].fetch_sub(1, Ordering::AcqRel) == 1 {
-                            self.start(scope, dependent);
-                        }
-                    }
+        scope.spawn(move |scope| {
+            (self.task)(file);
+            for &dependent in &self.dependents[file] {
+                if self.waiting[dependent].fetch_sub(1, Ordering::AcqRel) == 1 {
+                    self.start(scope, dependent);
                 }
-            });
-        }
+            }
+        });
     }
 }
 
-/// Tarjan's strongly connected components, iteratively (import chains can be deep): the
-/// component of each node.
-fn strongly_connected(edges: &[Vec<usize>]) -> Vec<usize> {
+/// The position of each node in the post-order of a depth-first walk from every node in
+/// turn, iteratively (import chains can be deep): an edge to a node that finished earlier is
+/// kept by the schedule; one to a node that finished later closes a cycle.
+fn finish_order(edges: &[Vec<usize>]) -> Vec<usize> {
     const UNSEEN: usize = usize::MAX;
     let count = edges.len();
-    let mut index = vec![UNSEEN; count];
-    let mut low = vec![0; count];
-    let mut on_stack = vec![false; count];
-    let mut stack: Vec<usize> = Vec::new();
-    let mut component = vec![UNSEEN; count];
-    let mut next_index = 0;
-    let mut next_component = 0;
+    let mut finished = vec![UNSEEN; count];
+    let mut seen = vec![false; count];
+    let mut next = 0;
     // (node, the position in its edge list to go on from)
     let mut calls: Vec<(usize, usize)> = Vec::new();
     for root in 0..count {
-        if index[root] != UNSEEN {
+        if seen[root] {
             continue;
         }
+        seen[root] = true;
         calls.push((root, 0));
         while let Some(&mut (node, ref mut at)) = calls.last_mut() {
-            if *at == 0 && index[node] == UNSEEN {
-                index[node] = next_index;
-                low[node] = next_index;
-                next_index += 1;
-                stack.push(node);
-                on_stack[node] = true;
-            }
-            if let Some(&next) = edges[node].get(*at) {
+            if let Some(&target) = edges[node].get(*at) {
                 *at += 1;
-                if next >= count {
-                    continue;
-                }
-                if index[next] == UNSEEN {
-                    calls.push((next, 0));
-                } else if on_stack[next] {
-                    low[node] = low[node].min(index[next]);
+                if target < count && !seen[target] {
+                    seen[target] = true;
+                    calls.push((target, 0));
                 }
                 continue;
             }
             calls.pop();
-            if let Some(&(parent, _)) = calls.last() {
-                low[parent] = low[parent].min(low[node]);
-            }
-            if low[node] == index[node] {
-                while let Some(member) = stack.pop() {
-                    on_stack[member] = false;
-                    component[member] = next_component;
-                    if member == node {
-                        break;
-                    }
-                }
-                next_component += 1;
-            }
+            finished[node] = next;
+            next += 1;
         }
     }
-    component
+    finished
 }
 
 #[cfg(test)]
@@ -144,13 +107,14 @@ mod tests {
     use std::sync::Mutex;
 
     #[test]
-    fn components_of_a_cycle_and_a_chain() {
-        // 0 → 1 → 2 → 1, 3 → 0
+    fn a_cycle_is_cut_once_and_chains_are_kept() {
+        // 0 → 1 → 2 → 1, 3 → 0: 2 finishes first, so 1 waits for 2 and 2's import of 1
+        // closes the cycle.
         let edges = vec![vec![1], vec![2], vec![1], vec![0]];
-        let component = strongly_connected(&edges);
-        assert_eq!(component[1], component[2]);
-        assert_ne!(component[0], component[1]);
-        assert_ne!(component[3], component[0]);
+        let finished = finish_order(&edges);
+        assert!(finished[2] < finished[1]);
+        assert!(finished[1] < finished[0]);
+        assert!(finished[0] < finished[3]);
     }
 
     #[test]
