@@ -3,18 +3,7 @@
 
 mod common;
 
-use common::Project;
-
-const EVAL_HELPER: &str = "\
-import torch
-
-def evaluate(model, loader):
-    model.eval()
-    correct = 0
-    for x, y in loader:
-        correct += (model(x.cuda()).argmax(1) == y.cuda()).sum().item()
-    return correct
-";
+use common::{EVAL_HELPER, Project};
 
 fn tl101(project: &Project, args: &[&str]) -> Vec<String> {
     let mut all = vec!["check", "--output-format", "concise", "--select", "TL101"];

@@ -7,7 +7,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
-use common::EVAL_HAZARD;
+use common::{EVAL_HAZARD, EVAL_HELPER};
 use serde_json::{Value, json};
 
 struct Client {
@@ -448,17 +448,6 @@ fn a_rule_that_panics_costs_only_its_own_findings() {
     );
     assert_eq!(client.shutdown(), 0);
 }
-
-const EVAL_HELPER: &str = "\
-import torch
-
-def evaluate(model, loader):
-    model.eval()
-    correct = 0
-    for x, y in loader:
-        correct += (model(x.cuda()).argmax(1) == y.cuda()).sum().item()
-    return correct
-";
 
 const NO_GRAD_CALLER: &str = "import torch\nfrom .metrics import evaluate\n\ndef fit(model, loader):\n    with torch.no_grad():\n        return evaluate(model, loader)\n";
 

@@ -156,16 +156,16 @@ fn repository_root(path: &Path) -> Option<PathBuf> {
         .map(Path::to_owned)
 }
 
-/// One file of the first pass: its outcome, the hash the cache knows its content by, and the
-/// names it calls when it was linted (not read from the cache).
+/// One file of the first pass: its outcome, a hash of the bytes it was linted from (`None`: it
+/// could not be read), and the names it calls when it was linted (not read from the cache).
 struct Linted {
     outcome: Outcome,
     hash: Option<ContentHash>,
-    pub called: Option<CalledNames>,
+    called: Option<CalledNames>,
     /// Something to tell the user that does not stop the file being linted.
-    pub warning: Option<String>,
+    warning: Option<String>,
     /// Calls that pass a graph-carrying tensor to the project's functions.
-    pub graph_calls: Vec<GraphCall>,
+    graph_calls: Vec<GraphCall>,
 }
 
 /// Only reads and parses the targets.
@@ -201,21 +201,10 @@ pub struct Session {
     linted: Vec<Linted>,
     /// The questions each file's findings rest on.
     questions: Vec<Vec<Question>>,
-    /// A hash of the bytes each file was linted from (`None`: it could not be read).
-    content: Vec<Option<ContentHash>>,
 }
 
-/// What the first pass keeps of a file: its result, its questions, the hash of its bytes.
-type FirstLint = (Linted, Vec<Question>, Option<ContentHash>);
-
-/// What linting one file of a session yields.
-type Relinted = (
-    usize,
-    Linted,
-    FileSummary,
-    Vec<Question>,
-    Option<ContentHash>,
-);
+/// What linting one file of a session yields: its index, result, summary and questions.
+type Relinted = (usize, Linted, FileSummary, Vec<Question>);
 
 impl Session {
     /// Lints the targets as one project: each file once, after the files it imports, then
@@ -240,12 +229,13 @@ impl Session {
             );
         let (dependencies, demand) = link(&facts, &imports);
 
-        let results: Vec<OnceLock<FirstLint>> = targets.iter().map(|_| OnceLock::new()).collect();
+        let results: Vec<OnceLock<(Linted, Vec<Question>)>> =
+            targets.iter().map(|_| OnceLock::new()).collect();
         schedule::in_dependency_order(&dependencies, |index| {
             let input = lock(&inputs[index])
                 .take()
                 .expect("each file is linted once");
-            let (_, linted, summary, asked, content) = lint_read(
+            let (_, linted, summary, asked) = lint_read(
                 &targets[index],
                 input,
                 overrides.tree(&targets[index].path),
@@ -258,15 +248,12 @@ impl Session {
                 Reuse::Cached,
             );
             facts.set_summary(index, Arc::new(summary));
-            let _ = results[index].set((linted, asked, content));
+            let _ = results[index].set((linted, asked));
         });
-        let (mut linted, mut questions, mut content) = (Vec::new(), Vec::new(), Vec::new());
-        for result in results {
-            let (file, asked, hash) = result.into_inner().expect("every file was linted");
-            linted.push(file);
-            questions.push(asked);
-            content.push(hash);
-        }
+        let (linted, questions) = results
+            .into_iter()
+            .map(|result| result.into_inner().expect("every file was linted"))
+            .unzip();
         let index = targets
             .iter()
             .enumerate()
@@ -280,7 +267,6 @@ impl Session {
             demand,
             linted,
             questions,
-            content,
         };
         // Answers that changed now that every summary is in: lint those files again (their
         // cached results, if they came from the cache, rest on the old answers).
@@ -308,7 +294,7 @@ impl Session {
             }
             let input = read(&self.targets[index], overrides);
             let content = input.as_ref().ok().map(|bytes| cache::content_hash(bytes));
-            if content.is_none() || content != self.content[index] {
+            if content.is_none() || content != self.linted[index].hash {
                 changed.push((index, input));
             }
         }
@@ -380,9 +366,11 @@ impl Session {
             .iter()
             .map(|linted| linted.called.clone())
             .collect();
+        let hashes: Vec<Option<ContentHash>> =
+            self.linted.iter().map(|linted| linted.hash).collect();
         let facts = ProjectFacts {
             targets: &self.targets,
-            hashes: &self.content,
+            hashes: &hashes,
             called: &called,
             overrides,
         };
@@ -434,11 +422,10 @@ impl Session {
     }
 
     fn keep(&mut self, relinted: Vec<Relinted>) {
-        for (index, linted, summary, asked, content) in relinted {
+        for (index, linted, summary, asked) in relinted {
             self.facts.replace_summary(index, Arc::new(summary));
             self.linted[index] = linted;
             self.questions[index] = asked;
-            self.content[index] = content;
         }
     }
 }
@@ -457,10 +444,9 @@ fn lint_read(
         Ok(bytes) => {
             let (linted, summary, asked) =
                 lint_in_project(target, &bytes, tree, place, cache, reuse);
-            let content = linted.hash.unwrap_or_else(|| cache::content_hash(&bytes));
-            (index, linted, summary, asked, Some(content))
+            (index, linted, summary, asked)
         }
-        Err(linted) => (index, *linted, FileSummary::default(), Vec::new(), None),
+        Err(linted) => (index, *linted, FileSummary::default(), Vec::new()),
     }
 }
 
@@ -610,29 +596,14 @@ fn lint_in_project(
         module: facts.module(index),
         demand,
     };
-    let Some(cache) = cache else {
-        let mut extra = Extra::default();
-        let (outcome, called) = lint_bytes(
-            &target.path,
-            bytes,
-            &target.settings,
-            false,
-            Some((project, &mut extra, tree)),
-        );
-        let linted = Linted {
-            outcome,
-            hash: None,
-            called,
-            warning,
-            graph_calls: extra.graph_calls,
-        };
-        return (linted, extra.summary, extra.questions);
-    };
+    // The session keeps every file's hash (what a later update compares), cache or not.
     let hash = cache::content_hash(bytes);
     let shown = display_path(&target.path);
-    let cached = match reuse {
-        Reuse::Cached => cache.get(&target.path, &shown, hash, &target.settings, demand),
-        Reuse::Afresh => None,
+    let cached = match (cache, reuse) {
+        (Some(cache), Reuse::Cached) => {
+            cache.get(&target.path, &shown, hash, &target.settings, demand)
+        }
+        _ => None,
     };
     if let Some(cached) = cached {
         let outcome = if cached.diagnostics.is_empty() {
@@ -667,26 +638,28 @@ fn lint_in_project(
         false,
         Some((project, &mut extra, tree)),
     );
-    let fresh = |diagnostics| Fresh {
-        diagnostics,
-        summary: &extra.summary,
-        demand,
-        questions: &extra.questions,
-        graph_calls: &extra.graph_calls,
-    };
-    match &outcome {
-        Outcome::Clean => cache.put(&target.path, &shown, hash, &target.settings, fresh(&[])),
-        Outcome::Linted {
-            file,
-            internal_errors,
-        } if internal_errors.is_empty() => cache.put(
-            &target.path,
-            &shown,
-            hash,
-            &target.settings,
-            fresh(&file.diagnostics),
-        ),
-        _ => cache.forget(&target.path),
+    if let Some(cache) = cache {
+        let fresh = |diagnostics| Fresh {
+            diagnostics,
+            summary: &extra.summary,
+            demand,
+            questions: &extra.questions,
+            graph_calls: &extra.graph_calls,
+        };
+        match &outcome {
+            Outcome::Clean => cache.put(&target.path, &shown, hash, &target.settings, fresh(&[])),
+            Outcome::Linted {
+                file,
+                internal_errors,
+            } if internal_errors.is_empty() => cache.put(
+                &target.path,
+                &shown,
+                hash,
+                &target.settings,
+                fresh(&file.diagnostics),
+            ),
+            _ => cache.forget(&target.path),
+        }
     }
     let linted = Linted {
         outcome,

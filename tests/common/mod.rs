@@ -125,3 +125,16 @@ for step in range(10):
     loss = criterion(model(x), torch.randn(4, 1))
     total += loss
 ";
+
+/// An evaluation helper with a TL101 finding (7:21) that holds only if a caller runs it with
+/// grad enabled.
+pub const EVAL_HELPER: &str = "\
+import torch
+
+def evaluate(model, loader):
+    model.eval()
+    correct = 0
+    for x, y in loader:
+        correct += (model(x.cuda()).argmax(1) == y.cuda()).sum().item()
+    return correct
+";
