@@ -481,17 +481,18 @@ impl<'a> Checker<'a> {
                     ),
                 });
             }
-            if count_batch_iteration && frame.node.kind_id() == KINDS.for_statement {
-                let iterable = frame
-                    .node
-                    .child_by_field_id(FIELDS.right)
-                    .map_or("", |right| self.node_text(right));
-                if training::iterates_batches(iterable) {
-                    return Some(PerBatchEvidence {
-                        range: facts.header.clone(),
-                        reason: format!("this loop runs once per batch of `{iterable}`"),
-                    });
-                }
+            if count_batch_iteration
+                && frame.node.kind_id() == KINDS.for_statement
+                && let Some(iterable) = frame.node.child_by_field_id(FIELDS.right)
+                && self.analysis.iterates_batches(iterable)
+            {
+                return Some(PerBatchEvidence {
+                    range: facts.header.clone(),
+                    reason: format!(
+                        "this loop runs once per batch of `{}`",
+                        self.node_text(iterable)
+                    ),
+                });
             }
             if facts.nested_training {
                 // An epoch loop: code here runs between passes over the data.

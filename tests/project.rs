@@ -242,6 +242,33 @@ fn the_config_extends_the_framework_table_with_an_in_house_factory() {
     assert_eq!(findings(&project, "TL101", &[]), ["train.py:8:18: TL101"]);
 }
 
+const IN_HOUSE_ENGINE: &str = "\
+import torch
+from acme.dist import Engine
+
+@torch.no_grad()
+def collect(model, val_loader):
+    engine = Engine()
+    model, val_loader = engine.place(model, val_loader)
+    labels = []
+    for x, y in val_loader:
+        labels.append(y)
+    return torch.cat(labels)
+";
+
+#[test]
+fn the_config_names_an_in_house_engine_that_places_loaders_on_the_device() {
+    let project = Project::new();
+    project.write("eval.py", IN_HOUSE_ENGINE);
+    // Batches of a plain loader are on the CPU.
+    assert_eq!(findings(&project, "TL104", &[]), Vec::<String>::new());
+    project.write(
+        "pyproject.toml",
+        "[tool.torchlint.frameworks]\ndevice-placers = [\"acme.dist.Engine.place\"]\n",
+    );
+    assert_eq!(findings(&project, "TL104", &[]), ["eval.py:10:9: TL104"]);
+}
+
 #[test]
 fn a_bad_framework_entry_is_an_error_at_its_line() {
     let project = Project::new();

@@ -7,11 +7,11 @@ use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::Deserialize;
 
 use super::facts::module_facts;
-use super::values::{Kind, ValueFacts};
+use super::values::{Kind, Tri, ValueFacts};
 
 const TABLE: &str = include_str!("frameworks.toml");
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct Table {
     #[serde(default)]
@@ -24,6 +24,37 @@ pub struct Table {
     pub not_models: Vec<String>,
     #[serde(default)]
     pub module_bases: Vec<String>,
+    #[serde(default)]
+    pub device_loaders: Vec<String>,
+    #[serde(default)]
+    pub device_placers: Vec<String>,
+}
+
+impl Table {
+    /// The table's lists, by their names in `frameworks.toml` and in a config.
+    pub const LISTS: &'static [&'static str] = &[
+        "model-factories",
+        "weight-loaders",
+        "tensor-functions",
+        "not-models",
+        "module-bases",
+        "device-loaders",
+        "device-placers",
+    ];
+
+    /// The list of that name (one of [`Table::LISTS`]).
+    pub fn list_mut(&mut self, name: &str) -> Option<&mut Vec<String>> {
+        Some(match name {
+            "model-factories" => &mut self.model_factories,
+            "weight-loaders" => &mut self.weight_loaders,
+            "tensor-functions" => &mut self.tensor_functions,
+            "not-models" => &mut self.not_models,
+            "module-bases" => &mut self.module_bases,
+            "device-loaders" => &mut self.device_loaders,
+            "device-placers" => &mut self.device_placers,
+            _ => return None,
+        })
+    }
 }
 
 /// The table with its patterns compiled.
@@ -35,6 +66,8 @@ pub struct Frameworks {
     tensor_function_heads: Vec<String>,
     not_models: GlobSet,
     module_bases: GlobSet,
+    device_loaders: GlobSet,
+    device_placers: GlobSet,
 }
 
 fn compile(patterns: &[String]) -> Result<GlobSet, String> {
@@ -59,6 +92,8 @@ impl Frameworks {
                 .collect(),
             not_models: compile(&table.not_models)?,
             module_bases: compile(&table.module_bases)?,
+            device_loaders: compile(&table.device_loaders)?,
+            device_placers: compile(&table.device_placers)?,
         })
     }
 
@@ -85,19 +120,12 @@ impl Frameworks {
     /// an error names the pattern that does not compile.
     pub fn extended(extra: &Table) -> Result<Frameworks, String> {
         let mut table = builtin_table();
-        table
-            .model_factories
-            .extend(extra.model_factories.iter().cloned());
-        table
-            .weight_loaders
-            .extend(extra.weight_loaders.iter().cloned());
-        table
-            .tensor_functions
-            .extend(extra.tensor_functions.iter().cloned());
-        table.not_models.extend(extra.not_models.iter().cloned());
-        table
-            .module_bases
-            .extend(extra.module_bases.iter().cloned());
+        let mut extra = extra.clone();
+        for name in Table::LISTS {
+            if let (Some(list), Some(more)) = (table.list_mut(name), extra.list_mut(name)) {
+                list.append(more);
+            }
+        }
         Frameworks::from_table(&table)
     }
 
@@ -106,12 +134,25 @@ impl Frameworks {
         self.module_bases.is_match(qualified)
     }
 
-    /// What calling a library name returns, when the table knows.
+    /// What calling a library name returns, when the table knows: a model, or a loader whose
+    /// batches are on the accelerator.
     pub fn call_result(&self, qualified: &str) -> Option<ValueFacts> {
+        if self.device_loaders.is_match(qualified) {
+            return Some(ValueFacts {
+                device: Tri::Yes,
+                ..ValueFacts::of(Kind::Loader)
+            });
+        }
         self.makes_model(qualified).then(|| ValueFacts {
             pretrained: self.weight_loaders.is_match(qualified),
             ..module_facts(Kind::Module)
         })
+    }
+
+    /// Whether a library call returns its arguments placed on the accelerator
+    /// (`model, opt, loader = accelerator.prepare(model, opt, loader)`).
+    pub fn places_on_device(&self, qualified: &str) -> bool {
+        self.device_placers.is_match(qualified)
     }
 
     /// Whether a library function returns a tensor that keeps its arguments' graph and device.
@@ -159,6 +200,10 @@ mod tests {
         );
         assert!(table.call_result("numpy.zeros").is_none());
         assert!(table.is_module_base("pytorch_lightning.LightningModule"));
+        let loader = table
+            .call_result("fastai.data.core.DataLoaders.from_dsets")
+            .unwrap();
+        assert_eq!((loader.kind, loader.device), (Kind::Loader, Tri::Yes));
         assert!(!table.is_module_base("object"));
     }
 
@@ -167,11 +212,15 @@ mod tests {
         let extra = Table {
             model_factories: vec!["acme.models.build_*".to_owned()],
             module_bases: vec!["acme.train.Task".to_owned()],
+            device_placers: vec!["acme.dist.Engine.place".to_owned()],
             ..Table::default()
         };
         let table = Frameworks::extended(&extra).unwrap();
         assert!(table.call_result("acme.models.build_resnet").is_some());
         assert!(table.is_module_base("acme.train.Task"));
+        assert!(table.places_on_device("acme.dist.Engine.place"));
+        assert!(table.places_on_device("accelerate.Accelerator.prepare"));
+        assert!(!builtin().places_on_device("acme.dist.Engine.place"));
         assert!(table.call_result("timm.create_model").is_some());
         assert!(builtin().call_result("acme.models.build_resnet").is_none());
         let bad = Table {

@@ -81,7 +81,7 @@ pub struct ValueFacts {
 }
 
 impl ValueFacts {
-    fn of(kind: Kind) -> Self {
+    pub(super) fn of(kind: Kind) -> Self {
         ValueFacts {
             kind,
             graph: if matches!(kind, Kind::Tensor | Kind::Unknown) {
@@ -676,9 +676,11 @@ impl<'a> Analysis<'a> {
                             .unwrap_or_else(|| {
                                 element_facts(self.facts_at_depth(value, depth, arguments))
                             }),
-                        (Some(_), None) => {
-                            element_facts(self.facts_at_depth(value, depth, arguments))
-                        }
+                        (Some(i), None) => self
+                            .placed_argument(value, i, depth, arguments)
+                            .unwrap_or_else(|| {
+                                element_facts(self.facts_at_depth(value, depth, arguments))
+                            }),
                         (None, _) => self.facts_at_depth(value, depth, arguments),
                     },
                 };
@@ -856,9 +858,19 @@ impl<'a> Analysis<'a> {
             return ValueFacts::of(Kind::Module);
         }
         let text = self.text(iterable);
-        if iterable_facts.kind == Kind::Loader || super::training::iterates_batches(text) {
-            // Batches from a data loader: CPU tensors (or structures of them).
-            return ValueFacts::tensor(Tri::No, Tri::No, false);
+        let loader = self.facts(self.loader_iterated(iterable));
+        if iterable_facts.kind == Kind::Loader
+            || loader.kind == Kind::Loader
+            || super::training::iterates_batches(text)
+        {
+            // Batches from a data loader: CPU tensors (or structures of them), unless the
+            // loader puts them on the accelerator (`accelerator.prepare(loader)`, fastai's).
+            let device = if loader.kind == Kind::Loader && loader.device == Tri::Yes {
+                Tri::Yes
+            } else {
+                Tri::No
+            };
+            return ValueFacts::tensor(Tri::No, device, false);
         }
         // `for name, out in model(x).items()`: the outputs of a model returning a dict.
         if iterable.kind_id() == KINDS.call
@@ -886,6 +898,87 @@ impl<'a> Analysis<'a> {
             return ValueFacts::scalar();
         }
         ValueFacts::default()
+    }
+
+    /// Whether a `for` loop's iterable gives batches: named like a loader (`train_loader`,
+    /// `tqdm(val_dl)`) or known to be one (`dls.valid` of fastai's `DataLoaders`).
+    pub fn iterates_batches(&self, iterable: Node<'a>) -> bool {
+        super::training::iterates_batches(self.text(iterable))
+            || self.facts(self.loader_iterated(iterable)).kind == Kind::Loader
+    }
+
+    /// The loader a `for` loop iterates, under the wrappers that pass its items on:
+    /// `enumerate(loader)`, `tqdm(loader, desc=...)`, `iter(loader)`.
+    fn loader_iterated(&self, iterable: Node<'a>) -> Node<'a> {
+        let mut node = iterable;
+        for _ in 0..4 {
+            let Some(callee) = node
+                .child_by_field_id(FIELDS.function)
+                .filter(|_| node.kind_id() == KINDS.call)
+            else {
+                break;
+            };
+            let last = callee.child_by_field_id(FIELDS.attribute).unwrap_or(callee);
+            if !matches!(
+                self.text(last),
+                "enumerate" | "tqdm" | "iter" | "trange" | "track"
+            ) {
+                break;
+            }
+            match node
+                .child_by_field_id(FIELDS.arguments)
+                .and_then(|a| a.named_child(0))
+            {
+                Some(first) if first.kind_id() != KINDS.keyword_argument => node = first,
+                _ => break,
+            }
+        }
+        node
+    }
+
+    /// The `index`th argument of a call that returns its arguments placed on the accelerator
+    /// (`model, opt, loader = accelerator.prepare(model, opt, loader)`), as placed there.
+    fn placed_argument(
+        &self,
+        call: Node<'a>,
+        index: u32,
+        depth: usize,
+        arguments: &[(usize, u32, ValueFacts)],
+    ) -> Option<ValueFacts> {
+        if call.kind_id() != KINDS.call {
+            return None;
+        }
+        let callee = call.child_by_field_id(FIELDS.function)?;
+        let method = self.text(callee.child_by_field_id(FIELDS.attribute)?);
+        let receiver = callee.child_by_field_id(FIELDS.object)?;
+        let super::instances::ClassRef::Imported(class) = self.instance_class(receiver)? else {
+            return None;
+        };
+        if !self
+            .frameworks
+            .places_on_device(&format!("{class}.{method}"))
+        {
+            return None;
+        }
+        let mut cursor = call.child_by_field_id(FIELDS.arguments)?.walk();
+        let argument = call
+            .child_by_field_id(FIELDS.arguments)?
+            .named_children(&mut cursor)
+            .filter(|a| a.kind_id() != KINDS.keyword_argument)
+            .nth(index as usize)?;
+        let facts = self.facts_at_depth(argument, depth, arguments);
+        let kind = if facts.kind == Kind::Unknown
+            && super::training::iterates_batches(self.text(argument))
+        {
+            Kind::Loader
+        } else {
+            facts.kind
+        };
+        Some(ValueFacts {
+            kind,
+            device: Tri::Yes,
+            ..facts
+        })
     }
 
     fn attribute_facts(
@@ -940,6 +1033,18 @@ impl<'a> Analysis<'a> {
             return self.self_attribute_facts(node, attribute, depth);
         }
         let object_facts = self.facts_at_depth(object, depth, arguments);
+        if object_facts.kind == Kind::Tensor && !is_tensor_property(attribute) {
+            // `outputs.logits`, `out.last_hidden_state`: a field of a model's output structure
+            // (a tensor has no other attributes), holding what the output holds.
+            return ValueFacts {
+                eval_mode: false,
+                ..object_facts
+            };
+        }
+        if object_facts.kind == Kind::Loader && is_split_loader(attribute) {
+            // `dls.valid`, `data.train_dl`: one loader of a collection of them (fastai's).
+            return object_facts;
+        }
         if object_facts.kind == Kind::Module
             && !is_non_forward_method(attribute)
             && self.member_runs_forward(attribute)
@@ -974,12 +1079,14 @@ impl<'a> Analysis<'a> {
                     if target.id() == node.id() {
                         continue;
                     }
-                    let facts = self.facts_at_depth(target, depth, &[]);
                     // `self.net, other = build(cfg)`: an element of what the call returns.
-                    if index.is_some() && element.is_none() {
-                        element_facts(facts)
-                    } else {
-                        facts
+                    match (index, element) {
+                        (Some(i), None) => self
+                            .placed_argument(target, i, depth, &[])
+                            .unwrap_or_else(|| {
+                                element_facts(self.facts_at_depth(target, depth, &[]))
+                            }),
+                        _ => self.facts_at_depth(target, depth, &[]),
                     }
                 }
                 _ => continue,
@@ -1071,6 +1178,14 @@ impl<'a> Analysis<'a> {
             }
             if callee_facts.kind == Kind::ModuleClass {
                 return module_facts(Kind::Module);
+            }
+            // `loader = accelerator.prepare(loader)`: the argument, now on the accelerator.
+            if let Some(facts) = self.placed_argument(node, 0, depth, arguments)
+                && node
+                    .child_by_field_id(FIELDS.arguments)
+                    .is_some_and(|a| a.named_child_count() == 1)
+            {
+                return facts;
             }
             let receiver_facts = self.facts_at_depth(receiver, depth, arguments);
             // A method of a class the file or the project defines (`trainer.train_step(x)`),
@@ -1854,6 +1969,35 @@ fn element_facts(facts: ValueFacts) -> ValueFacts {
     } else {
         facts
     }
+}
+
+/// Attributes of a tensor itself, not of what a model's output holds.
+fn is_tensor_property(attribute: &str) -> bool {
+    matches!(
+        attribute,
+        "is_leaf"
+            | "grad_fn"
+            | "layout"
+            | "names"
+            | "itemsize"
+            | "nbytes"
+            | "is_sparse"
+            | "is_quantized"
+            | "is_meta"
+            | "output_nr"
+            | "_version"
+            | "H"
+            | "mH"
+    ) || attribute.starts_with("is_")
+        || attribute.starts_with("__")
+}
+
+/// The loaders a collection of them names by split (fastai's `dls.train`, `data.valid_dl`).
+fn is_split_loader(attribute: &str) -> bool {
+    matches!(
+        attribute,
+        "train" | "valid" | "test" | "train_dl" | "valid_dl" | "test_dl" | "fix_dl"
+    )
 }
 
 /// The `index`th element of a tuple or list expression (`a, b = x, y`).

@@ -129,13 +129,7 @@ static EXTENDED_REGISTRIES: LazyLock<Mutex<HashMap<Vec<PathBuf>, Arc<RuleRegistr
 const KNOWN_KEYS: &str = "select, extend-select, ignore, per-file-ignores, exclude, extend-exclude, extend-rule-packs, frameworks, or a rule name with options";
 
 /// The lists of `[tool.torchlint.frameworks]`, as in the built-in table.
-const FRAMEWORK_KEYS: &[&str] = &[
-    "model-factories",
-    "weight-loaders",
-    "tensor-functions",
-    "not-models",
-    "module-bases",
-];
+const FRAMEWORK_KEYS: &[&str] = frameworks::Table::LISTS;
 
 impl Settings {
     /// Settings with no config file: default rules, default excludes, `root` for globs.
@@ -395,12 +389,8 @@ fn frameworks(
                 ));
             }
         }
-        let target = match list.as_str() {
-            "model-factories" => &mut table.model_factories,
-            "weight-loaders" => &mut table.weight_loaders,
-            "tensor-functions" => &mut table.tensor_functions,
-            "not-models" => &mut table.not_models,
-            _ => &mut table.module_bases,
+        let Some(target) = table.list_mut(list) else {
+            continue;
         };
         target.extend(patterns.iter().map(|(pattern, _)| pattern.clone()));
     }

@@ -10,7 +10,6 @@ use crate::checker::Checker;
 use crate::diagnostic::Diagnostic;
 use crate::parse::{FIELDS, KINDS};
 use crate::rules::{Check, RuleMeta};
-use crate::semantic::training;
 use crate::semantic::values::Kind;
 use crate::source::TextRange;
 
@@ -105,10 +104,11 @@ fn repeats<'a>(checker: &Checker<'a>, loop_node: Node<'a>) -> bool {
     let Some(facts) = checker.model.loop_facts(loop_node) else {
         return false;
     };
-    let iterable = checker
-        .field(loop_node, FIELDS.right)
-        .map_or("", |r| checker.node_text(r));
-    facts.trains() || facts.nested_training || training::iterates_batches(iterable)
+    facts.trains()
+        || facts.nested_training
+        || checker
+            .field(loop_node, FIELDS.right)
+            .is_some_and(|iterable| checker.analysis.iterates_batches(iterable))
 }
 
 /// `act.register_hook(...)` on a tensor computed in this iteration: the hook goes away with

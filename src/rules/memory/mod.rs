@@ -397,13 +397,14 @@ pub fn per_batch_reason<'a>(checker: &Checker<'a>, loop_node: Node<'a>) -> Optio
             &checker.text()[call]
         ));
     }
-    if loop_node.kind_id() == KINDS.for_statement {
-        let iterable = checker
-            .field(loop_node, FIELDS.right)
-            .map_or("", |right| checker.node_text(right));
-        if training::iterates_batches(iterable) {
-            return Some(format!("this loop runs once per batch of `{iterable}`"));
-        }
+    if loop_node.kind_id() == KINDS.for_statement
+        && let Some(iterable) = checker.field(loop_node, FIELDS.right)
+        && checker.analysis.iterates_batches(iterable)
+    {
+        return Some(format!(
+            "this loop runs once per batch of `{}`",
+            checker.node_text(iterable)
+        ));
     }
     let over_modules = checker
         .field(loop_node, FIELDS.right)
