@@ -429,7 +429,7 @@ impl<'a> Checker<'a> {
         if facts.contains_training {
             return None;
         }
-        let framework_hook = training::is_eval_hook(&facts.name)
+        let framework_hook = self.analysis.frameworks.names_no_grad_hook(&facts.name)
             && self
                 .analysis
                 .class_of(node)

@@ -269,6 +269,32 @@ fn the_config_names_an_in_house_engine_that_places_loaders_on_the_device() {
     assert_eq!(findings(&project, "TL104", &[]), ["eval.py:10:9: TL104"]);
 }
 
+const IN_HOUSE_HOOK: &str = "\
+import torch.nn as nn
+from acme.train import Task
+
+class Classifier(Task):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Linear(16, 4)
+
+    def score_batch(self, batch):
+        x, y = batch
+        return (self.net(x).argmax(1) == y).float().mean()
+";
+
+#[test]
+fn the_config_names_a_method_an_in_house_trainer_runs_without_grad() {
+    let project = Project::new();
+    project.write("task.py", IN_HOUSE_HOOK);
+    assert_eq!(findings(&project, "TL101", &[]), ["task.py:11:17: TL101"]);
+    project.write(
+        "pyproject.toml",
+        "[tool.torchlint.frameworks]\nno-grad-hooks = [\"acme.train.Task.score_batch\"]\n",
+    );
+    assert_eq!(findings(&project, "TL101", &[]), Vec::<String>::new());
+}
+
 #[test]
 fn a_bad_framework_entry_is_an_error_at_its_line() {
     let project = Project::new();

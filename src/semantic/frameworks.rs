@@ -28,6 +28,8 @@ pub struct Table {
     pub device_loaders: Vec<String>,
     #[serde(default)]
     pub device_placers: Vec<String>,
+    #[serde(default)]
+    pub no_grad_hooks: Vec<String>,
 }
 
 impl Table {
@@ -40,6 +42,7 @@ impl Table {
         "module-bases",
         "device-loaders",
         "device-placers",
+        "no-grad-hooks",
     ];
 
     /// The list of that name (one of [`Table::LISTS`]).
@@ -52,6 +55,7 @@ impl Table {
             "module-bases" => &mut self.module_bases,
             "device-loaders" => &mut self.device_loaders,
             "device-placers" => &mut self.device_placers,
+            "no-grad-hooks" => &mut self.no_grad_hooks,
             _ => return None,
         })
     }
@@ -68,6 +72,10 @@ pub struct Frameworks {
     module_bases: GlobSet,
     device_loaders: GlobSet,
     device_placers: GlobSet,
+    no_grad_hooks: GlobSet,
+    /// The method names the `no_grad_hooks` patterns end in, and whether one ends in a
+    /// wildcard.
+    no_grad_hook_names: (Vec<String>, bool),
 }
 
 fn compile(patterns: &[String]) -> Result<GlobSet, String> {
@@ -77,6 +85,29 @@ fn compile(patterns: &[String]) -> Result<GlobSet, String> {
         builder.add(glob);
     }
     builder.build().map_err(|error| error.to_string())
+}
+
+/// The method names `Class.method` patterns end in (`Base.{val_step,test_step}` ends in two),
+/// and whether one ends in a wildcard instead.
+fn method_names(patterns: &[String]) -> (Vec<String>, bool) {
+    let mut names = Vec::new();
+    let mut wildcard = false;
+    for pattern in patterns {
+        let tail = match pattern.rfind('{') {
+            Some(open) if pattern.ends_with('}') && !pattern[open..].contains('.') => {
+                &pattern[open + 1..pattern.len() - 1]
+            }
+            _ => pattern.rsplit('.').next().unwrap_or(pattern),
+        };
+        for name in tail.split(',') {
+            if name.contains(['*', '?', '[', '{']) {
+                wildcard = true;
+            } else {
+                names.push(name.to_owned());
+            }
+        }
+    }
+    (names, wildcard)
 }
 
 impl Frameworks {
@@ -94,6 +125,8 @@ impl Frameworks {
             module_bases: compile(&table.module_bases)?,
             device_loaders: compile(&table.device_loaders)?,
             device_placers: compile(&table.device_placers)?,
+            no_grad_hooks: compile(&table.no_grad_hooks)?,
+            no_grad_hook_names: method_names(&table.no_grad_hooks),
         })
     }
 
@@ -149,6 +182,25 @@ impl Frameworks {
         })
     }
 
+    /// Whether a framework runs a method of this name without grad (on a class derived from
+    /// its base): `validation_step`. A class whose bases the file does not show may be one.
+    pub fn names_no_grad_hook(&self, method: &str) -> bool {
+        self.no_grad_hook_names.0.iter().any(|name| name == method)
+    }
+
+    /// Whether a `no-grad-hooks` pattern ends in a wildcard (so any method name may be one).
+    pub fn no_grad_hook_wildcard(&self) -> bool {
+        self.no_grad_hook_names.1
+    }
+
+    /// Whether the framework runs `method` of a class derived from `base` (qualified) without
+    /// grad: Lightning's `validation_step`.
+    pub fn is_no_grad_hook(&self, base: &str, method: &str) -> bool {
+        // The name first: most methods are not hooks, and a glob match costs more.
+        (self.no_grad_hook_names.1 || self.names_no_grad_hook(method))
+            && self.no_grad_hooks.is_match(format!("{base}.{method}"))
+    }
+
     /// Whether a library call returns its arguments placed on the accelerator
     /// (`model, opt, loader = accelerator.prepare(model, opt, loader)`).
     pub fn places_on_device(&self, qualified: &str) -> bool {
@@ -200,6 +252,12 @@ mod tests {
         );
         assert!(table.call_result("numpy.zeros").is_none());
         assert!(table.is_module_base("pytorch_lightning.LightningModule"));
+        assert!(table.is_no_grad_hook("lightning.pytorch.LightningModule", "validation_step"));
+        assert!(table.is_no_grad_hook("pytorch_lightning.LightningModule", "predict_step"));
+        assert!(table.is_no_grad_hook("mmengine.model.BaseModel", "val_step"));
+        assert!(!table.is_no_grad_hook("pytorch_lightning.LightningModule", "training_step"));
+        assert!(!table.is_no_grad_hook("acme.LightningModule", "validation_step"));
+        assert!(table.names_no_grad_hook("test_step") && !table.names_no_grad_hook("forward"));
         let loader = table
             .call_result("fastai.data.core.DataLoaders.from_dsets")
             .unwrap();
@@ -213,12 +271,16 @@ mod tests {
             model_factories: vec!["acme.models.build_*".to_owned()],
             module_bases: vec!["acme.train.Task".to_owned()],
             device_placers: vec!["acme.dist.Engine.place".to_owned()],
+            no_grad_hooks: vec!["acme.train.Task.score_batch".to_owned()],
             ..Table::default()
         };
         let table = Frameworks::extended(&extra).unwrap();
         assert!(table.call_result("acme.models.build_resnet").is_some());
         assert!(table.is_module_base("acme.train.Task"));
         assert!(table.places_on_device("acme.dist.Engine.place"));
+        assert!(table.is_no_grad_hook("acme.train.Task", "score_batch"));
+        assert!(table.names_no_grad_hook("validation_step"));
+        assert!(!builtin().names_no_grad_hook("score_batch"));
         assert!(table.places_on_device("accelerate.Accelerator.prepare"));
         assert!(!builtin().places_on_device("acme.dist.Engine.place"));
         assert!(table.call_result("timm.create_model").is_some());

@@ -61,15 +61,6 @@ pub struct GradInfo {
     disabled_by_callers: HashMap<usize, bool>,
 }
 
-/// Framework hooks that their framework runs with grad disabled, by base class.
-const NO_GRAD_HOOKS: &[(&str, &[&str])] = &[
-    (
-        "LightningModule",
-        &["validation_step", "test_step", "predict_step"],
-    ),
-    ("BaseModel", &["val_step", "test_step"]),
-];
-
 impl GradInfo {
     pub fn build(analysis: &Analysis<'_>) -> Self {
         let mut info = GradInfo::default();
@@ -263,21 +254,15 @@ fn framework_no_grad_hook(analysis: &Analysis<'_>, function: Node<'_>) -> bool {
         return false;
     };
     // The name first: resolving the class's bases costs more.
-    if !NO_GRAD_HOOKS
-        .iter()
-        .any(|(_, hooks)| hooks.contains(&facts.name.as_str()))
-    {
+    let frameworks = analysis.frameworks;
+    if !frameworks.names_no_grad_hook(&facts.name) && !frameworks.no_grad_hook_wildcard() {
         return false;
     }
     let class = &analysis.model.classes[class];
     class.bases.iter().any(|base| {
-        let name = analysis.qualified_name(*base).unwrap_or_default();
-        NO_GRAD_HOOKS.iter().any(|(base_name, hooks)| {
-            (name.ends_with(&format!(".{base_name}")) && hooks.contains(&facts.name.as_str()))
-                && (name.starts_with("pytorch_lightning")
-                    || name.starts_with("lightning")
-                    || name.starts_with("mmengine"))
-        })
+        analysis
+            .qualified_name(*base)
+            .is_some_and(|name| frameworks.is_no_grad_hook(&name, &facts.name))
     })
 }
 

@@ -121,15 +121,6 @@ pub fn callee_name<'s>(call: Node<'_>, source: &'s str) -> &'s str {
         .map_or("", |function| last_name(function, source))
 }
 
-/// Methods that training frameworks call on a model to evaluate it, with grad disabled when
-/// the model derives from the framework's base class.
-pub fn is_eval_hook(function_name: &str) -> bool {
-    matches!(
-        function_name,
-        "validation_step" | "test_step" | "predict_step" | "val_step"
-    )
-}
-
 /// `val_loader`, `valid_dl`, `eval_dataloader`, `test_ds`, `testloader`, `loader_val`.
 pub fn names_evaluation_data(word: &str) -> bool {
     const SPLITS: &[&str] = &["validation", "valid", "val", "evaluation", "eval", "test"];

@@ -343,7 +343,7 @@ fn eval_named<'a>(checker: &Checker<'a>, call: Node<'a>) -> bool {
     } else {
         name
     };
-    let hook = training::is_eval_hook(name);
+    let hook = checker.analysis.frameworks.names_no_grad_hook(name);
     let eval_word = checker.function_memo("eval-named", || {
         ["evaluat", "validat", "predict", "infer", "eval_", "_eval"]
             .iter()
