@@ -1033,9 +1033,13 @@ impl<'a> Analysis<'a> {
             return self.self_attribute_facts(node, attribute, depth);
         }
         let object_facts = self.facts_at_depth(object, depth, arguments);
-        if object_facts.kind == Kind::Tensor && !is_tensor_property(attribute) {
-            // `outputs.logits`, `out.last_hidden_state`: a field of a model's output structure
-            // (a tensor has no other attributes), holding what the output holds.
+        if object_facts.kind == Kind::Tensor
+            && !is_tensor_property(attribute)
+            && self.reaching_value(object).unwrap_or(object).kind_id() == KINDS.call
+        {
+            // `outputs.logits`, `model(x).last_hidden_state`: a field of what a call returned,
+            // a model's output structure (a tensor has no other attributes), holding what the
+            // output holds. Not a parameter's (`input.sparity` of a sparse tensor type).
             return ValueFacts {
                 eval_mode: false,
                 ..object_facts
@@ -1106,11 +1110,57 @@ impl<'a> Analysis<'a> {
         {
             return facts;
         }
-        // Submodules registered without a visible assignment, by name.
-        if self.modules().is_module_class(class) && looks_like_model(attribute) {
+        // Submodules registered without a visible assignment, by name; or handed to the
+        // constructor (`self.rnn = rnn_layer`) and run by the class's `forward`.
+        if self.modules().is_module_class(class)
+            && (looks_like_model(attribute)
+                || (self.assigned_from_parameter(class_node, attribute)
+                    && self.forward_calls(class, attribute)))
+        {
             return ValueFacts::of(Kind::Module);
         }
         facts.unwrap_or_default()
+    }
+
+    /// Whether the class assigns `self.<attribute>` a parameter of the method it is in
+    /// (`self.rnn = rnn_layer` in `__init__`).
+    fn assigned_from_parameter(&self, class_node: Node<'a>, attribute: &str) -> bool {
+        self.self_assignments(attribute).any(|assignment| {
+            let Site::Value { value, index: None } = assignment.site else {
+                return false;
+            };
+            class_node.byte_range().contains(&value.start_byte())
+                && value.kind_id() == KINDS.identifier
+                && self
+                    .model
+                    .scopes
+                    .lookup(self.scope_at(value), self.text(value), value.start_byte())
+                    .is_some_and(|(_, bindings)| {
+                        bindings
+                            .iter()
+                            .any(|b| matches!(b.site, Site::Parameter { .. }))
+                    })
+        })
+    }
+
+    /// Whether the `forward` of the file's class `class` calls `self.<attribute>(...)`.
+    fn forward_calls(&self, class: usize, attribute: &str) -> bool {
+        let Some(forward) = self.local_method(class, "forward") else {
+            return false;
+        };
+        let range = forward.byte_range();
+        self.model
+            .calls_by_name
+            .get(attribute)
+            .is_some_and(|calls| {
+                calls.iter().any(|call| {
+                    range.contains(&call.start_byte())
+                        && call
+                            .child_by_field_id(FIELDS.function)
+                            .and_then(|callee| callee.child_by_field_id(FIELDS.object))
+                            .is_some_and(|object| self.text(object) == "self")
+                })
+            })
     }
 
     fn call_facts(
