@@ -72,10 +72,11 @@ pub struct Frameworks {
     module_bases: GlobSet,
     device_loaders: GlobSet,
     device_placers: GlobSet,
+    /// The method names `device_placers` allow: asked before the receiver's class is resolved.
+    device_placer_methods: GlobSet,
     no_grad_hooks: GlobSet,
-    /// The method names the `no_grad_hooks` patterns end in, and whether one ends in a
-    /// wildcard.
-    no_grad_hook_names: (Vec<String>, bool),
+    /// The method names `no_grad_hooks` allow.
+    no_grad_hook_methods: GlobSet,
 }
 
 fn compile(patterns: &[String]) -> Result<GlobSet, String> {
@@ -87,27 +88,14 @@ fn compile(patterns: &[String]) -> Result<GlobSet, String> {
     builder.build().map_err(|error| error.to_string())
 }
 
-/// The method names `Class.method` patterns end in (`Base.{val_step,test_step}` ends in two),
-/// and whether one ends in a wildcard instead.
-fn method_names(patterns: &[String]) -> (Vec<String>, bool) {
-    let mut names = Vec::new();
-    let mut wildcard = false;
-    for pattern in patterns {
-        let tail = match pattern.rfind('{') {
-            Some(open) if pattern.ends_with('}') && !pattern[open..].contains('.') => {
-                &pattern[open + 1..pattern.len() - 1]
-            }
-            _ => pattern.rsplit('.').next().unwrap_or(pattern),
-        };
-        for name in tail.split(',') {
-            if name.contains(['*', '?', '[', '{']) {
-                wildcard = true;
-            } else {
-                names.push(name.to_owned());
-            }
-        }
-    }
-    (names, wildcard)
+/// The method names `Class.method` patterns allow, as patterns of their own: the last dotted
+/// part of each (`Base.{val_step,test_step}` allows two names, `Engine.setup*` any `setup…`).
+fn method_patterns(patterns: &[String]) -> Result<GlobSet, String> {
+    let tails: Vec<String> = patterns
+        .iter()
+        .map(|pattern| pattern.rsplit('.').next().unwrap_or(pattern).to_owned())
+        .collect();
+    compile(&tails)
 }
 
 impl Frameworks {
@@ -125,8 +113,9 @@ impl Frameworks {
             module_bases: compile(&table.module_bases)?,
             device_loaders: compile(&table.device_loaders)?,
             device_placers: compile(&table.device_placers)?,
+            device_placer_methods: method_patterns(&table.device_placers)?,
             no_grad_hooks: compile(&table.no_grad_hooks)?,
-            no_grad_hook_names: method_names(&table.no_grad_hooks),
+            no_grad_hook_methods: method_patterns(&table.no_grad_hooks)?,
         })
     }
 
@@ -185,20 +174,19 @@ impl Frameworks {
     /// Whether a framework runs a method of this name without grad (on a class derived from
     /// its base): `validation_step`. A class whose bases the file does not show may be one.
     pub fn names_no_grad_hook(&self, method: &str) -> bool {
-        self.no_grad_hook_names.0.iter().any(|name| name == method)
-    }
-
-    /// Whether a `no-grad-hooks` pattern ends in a wildcard (so any method name may be one).
-    pub fn no_grad_hook_wildcard(&self) -> bool {
-        self.no_grad_hook_names.1
+        self.no_grad_hook_methods.is_match(method)
     }
 
     /// Whether the framework runs `method` of a class derived from `base` (qualified) without
     /// grad: Lightning's `validation_step`.
     pub fn is_no_grad_hook(&self, base: &str, method: &str) -> bool {
-        // The name first: most methods are not hooks, and a glob match costs more.
-        (self.no_grad_hook_names.1 || self.names_no_grad_hook(method))
-            && self.no_grad_hooks.is_match(format!("{base}.{method}"))
+        self.names_no_grad_hook(method) && self.no_grad_hooks.is_match(format!("{base}.{method}"))
+    }
+
+    /// Whether some library method of this name returns its arguments placed on the
+    /// accelerator: the cheap question before [`Frameworks::places_on_device`].
+    pub fn may_place_on_device(&self, method: &str) -> bool {
+        self.device_placer_methods.is_match(method)
     }
 
     /// Whether a library call returns its arguments placed on the accelerator
@@ -278,6 +266,8 @@ mod tests {
         assert!(table.call_result("acme.models.build_resnet").is_some());
         assert!(table.is_module_base("acme.train.Task"));
         assert!(table.places_on_device("acme.dist.Engine.place"));
+        assert!(table.may_place_on_device("place") && table.may_place_on_device("setup_module"));
+        assert!(!table.may_place_on_device("forward"));
         assert!(table.is_no_grad_hook("acme.train.Task", "score_batch"));
         assert!(table.names_no_grad_hook("validation_step"));
         assert!(!builtin().names_no_grad_hook("score_batch"));

@@ -255,7 +255,7 @@ fn framework_no_grad_hook(analysis: &Analysis<'_>, function: Node<'_>) -> bool {
     };
     // The name first: resolving the class's bases costs more.
     let frameworks = analysis.frameworks;
-    if !frameworks.names_no_grad_hook(&facts.name) && !frameworks.no_grad_hook_wildcard() {
+    if !frameworks.names_no_grad_hook(&facts.name) {
         return false;
     }
     let class = &analysis.model.classes[class];

@@ -676,11 +676,7 @@ impl<'a> Analysis<'a> {
                             .unwrap_or_else(|| {
                                 element_facts(self.facts_at_depth(value, depth, arguments))
                             }),
-                        (Some(i), None) => self
-                            .placed_argument(value, i, depth, arguments)
-                            .unwrap_or_else(|| {
-                                element_facts(self.facts_at_depth(value, depth, arguments))
-                            }),
+                        (Some(i), None) => self.unpacked_element(value, i, depth, arguments),
                         (None, _) => self.facts_at_depth(value, depth, arguments),
                     },
                 };
@@ -858,11 +854,8 @@ impl<'a> Analysis<'a> {
             return ValueFacts::of(Kind::Module);
         }
         let text = self.text(iterable);
-        let loader = self.facts(self.loader_iterated(iterable));
-        if iterable_facts.kind == Kind::Loader
-            || loader.kind == Kind::Loader
-            || super::training::iterates_batches(text)
-        {
+        let loader = self.loader_facts(iterable);
+        if loader.kind == Kind::Loader || super::training::iterates_batches(text) {
             // Batches from a data loader: CPU tensors (or structures of them), unless the
             // loader puts them on the accelerator (`accelerator.prepare(loader)`, fastai's).
             let device = if loader.kind == Kind::Loader && loader.device == Tri::Yes {
@@ -904,12 +897,12 @@ impl<'a> Analysis<'a> {
     /// `tqdm(val_dl)`) or known to be one (`dls.valid` of fastai's `DataLoaders`).
     pub fn iterates_batches(&self, iterable: Node<'a>) -> bool {
         super::training::iterates_batches(self.text(iterable))
-            || self.facts(self.loader_iterated(iterable)).kind == Kind::Loader
+            || self.loader_facts(iterable).kind == Kind::Loader
     }
 
-    /// The loader a `for` loop iterates, under the wrappers that pass its items on:
+    /// What a `for` loop iterates, under the wrappers that pass its items on:
     /// `enumerate(loader)`, `tqdm(loader, desc=...)`, `iter(loader)`.
-    fn loader_iterated(&self, iterable: Node<'a>) -> Node<'a> {
+    fn loader_facts(&self, iterable: Node<'a>) -> ValueFacts {
         let mut node = iterable;
         for _ in 0..4 {
             let Some(callee) = node
@@ -933,7 +926,21 @@ impl<'a> Analysis<'a> {
                 _ => break,
             }
         }
-        node
+        self.facts(node)
+    }
+
+    /// The `index`th element of what a call returns, unpacked (`a, b = f(x)`): the matching
+    /// argument of a call that places its arguments on the accelerator, else an element of the
+    /// call's value.
+    fn unpacked_element(
+        &self,
+        call: Node<'a>,
+        index: u32,
+        depth: usize,
+        arguments: &[(usize, u32, ValueFacts)],
+    ) -> ValueFacts {
+        self.placed_argument(call, index, depth, arguments)
+            .unwrap_or_else(|| element_facts(self.facts_at_depth(call, depth, arguments)))
     }
 
     /// The `index`th argument of a call that returns its arguments placed on the accelerator
@@ -950,6 +957,10 @@ impl<'a> Analysis<'a> {
         }
         let callee = call.child_by_field_id(FIELDS.function)?;
         let method = self.text(callee.child_by_field_id(FIELDS.attribute)?);
+        // The name first: resolving the receiver's class costs more.
+        if !self.frameworks.may_place_on_device(method) {
+            return None;
+        }
         let receiver = callee.child_by_field_id(FIELDS.object)?;
         let super::instances::ClassRef::Imported(class) = self.instance_class(receiver)? else {
             return None;
@@ -960,9 +971,9 @@ impl<'a> Analysis<'a> {
         {
             return None;
         }
-        let mut cursor = call.child_by_field_id(FIELDS.arguments)?.walk();
-        let argument = call
-            .child_by_field_id(FIELDS.arguments)?
+        let call_arguments = call.child_by_field_id(FIELDS.arguments)?;
+        let mut cursor = call_arguments.walk();
+        let argument = call_arguments
             .named_children(&mut cursor)
             .filter(|a| a.kind_id() != KINDS.keyword_argument)
             .nth(index as usize)?;
@@ -1085,11 +1096,7 @@ impl<'a> Analysis<'a> {
                     }
                     // `self.net, other = build(cfg)`: an element of what the call returns.
                     match (index, element) {
-                        (Some(i), None) => self
-                            .placed_argument(target, i, depth, &[])
-                            .unwrap_or_else(|| {
-                                element_facts(self.facts_at_depth(target, depth, &[]))
-                            }),
+                        (Some(i), None) => self.unpacked_element(target, i, depth, &[]),
                         _ => self.facts_at_depth(target, depth, &[]),
                     }
                 }
@@ -1230,10 +1237,8 @@ impl<'a> Analysis<'a> {
                 return module_facts(Kind::Module);
             }
             // `loader = accelerator.prepare(loader)`: the argument, now on the accelerator.
-            if let Some(facts) = self.placed_argument(node, 0, depth, arguments)
-                && node
-                    .child_by_field_id(FIELDS.arguments)
-                    .is_some_and(|a| a.named_child_count() == 1)
+            if args.is_some_and(|a| a.named_child_count() == 1)
+                && let Some(facts) = self.placed_argument(node, 0, depth, arguments)
             {
                 return facts;
             }
@@ -2025,15 +2030,11 @@ fn element_facts(facts: ValueFacts) -> ValueFacts {
 fn is_tensor_property(attribute: &str) -> bool {
     matches!(
         attribute,
-        "is_leaf"
-            | "grad_fn"
+        "grad_fn"
             | "layout"
             | "names"
             | "itemsize"
             | "nbytes"
-            | "is_sparse"
-            | "is_quantized"
-            | "is_meta"
             | "output_nr"
             | "_version"
             | "H"
