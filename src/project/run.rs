@@ -93,7 +93,11 @@ pub fn lint_project(
 ) -> Vec<Checked> {
     let session = Session::new(targets.to_vec(), overrides, cache);
     let reported: Vec<usize> = (0..reported).collect();
-    session.report(&reported, overrides, cache)
+    let checked = session.report(&reported, overrides, cache);
+    // Freeing every file's facts takes longer than the report itself on a large run, and
+    // nothing needs to wait for it: the CLI prints and exits meanwhile.
+    std::thread::spawn(move || drop(session));
+    checked
 }
 
 /// Lints one file by itself, as stdin is (`parse_only`: only reads and parses it).
@@ -231,25 +235,63 @@ impl Session {
 
         let results: Vec<OnceLock<(Linted, Vec<Question>)>> =
             targets.iter().map(|_| OnceLock::new()).collect();
-        schedule::in_dependency_order(&dependencies, |index| {
-            let input = lock(&inputs[index])
-                .take()
-                .expect("each file is linted once");
-            let (_, linted, summary, asked) = lint_read(
-                &targets[index],
-                input,
-                overrides.tree(&targets[index].path),
-                Place {
-                    facts: &facts,
-                    index,
-                    demand: &demand[index],
-                },
-                cache,
-                Reuse::Cached,
-            );
-            facts.set_summary(index, Arc::new(summary));
-            let _ = results[index].set((linted, asked));
-        });
+        let rechecked: Vec<OnceLock<Relinted>> = targets.iter().map(|_| OnceLock::new()).collect();
+        // What each file costs to lint, for the schedule: its size.
+        let costs: Vec<usize> = inputs
+            .iter()
+            .map(|input| match lock(input).as_ref() {
+                Some(Ok(bytes)) => bytes.len(),
+                _ => 0,
+            })
+            .collect();
+        schedule::in_dependency_order(
+            &dependencies,
+            &costs,
+            |index| {
+                let input = lock(&inputs[index])
+                    .take()
+                    .expect("each file is linted once");
+                let (_, linted, summary, asked) = lint_read(
+                    &targets[index],
+                    input,
+                    overrides.tree(&targets[index].path),
+                    Place {
+                        facts: &facts,
+                        index,
+                        demand: &demand[index],
+                    },
+                    cache,
+                    Reuse::Cached,
+                );
+                facts.set_summary(index, Arc::new(summary));
+                let _ = results[index].set((linted, asked));
+            },
+            |index| {
+                // A file that did not wait for some of its imports (they import it back), once
+                // they are done: linted again if their summaries answer its questions otherwise.
+                let Some((_, asked)) = results[index].get() else {
+                    return;
+                };
+                let stale = asked
+                    .iter()
+                    .any(|question| facts.answer(&question.ask, Some(index)) != question.answer);
+                if stale {
+                    let relinted = lint_read(
+                        &targets[index],
+                        read(&targets[index], overrides),
+                        overrides.tree(&targets[index].path),
+                        Place {
+                            facts: &facts,
+                            index,
+                            demand: &demand[index],
+                        },
+                        cache,
+                        Reuse::Afresh,
+                    );
+                    let _ = rechecked[index].set(relinted);
+                }
+            },
+        );
         let (linted, questions) = results
             .into_iter()
             .map(|result| result.into_inner().expect("every file was linted"))
@@ -268,6 +310,11 @@ impl Session {
             linted,
             questions,
         };
+        let rechecked: Vec<Relinted> = rechecked
+            .into_iter()
+            .filter_map(OnceLock::into_inner)
+            .collect();
+        session.keep(rechecked);
         // Answers that changed now that every summary is in: lint those files again (their
         // cached results, if they came from the cache, rest on the old answers).
         session.relint_stale(&[], overrides, cache);

@@ -2,75 +2,157 @@
 //! imports: a file's summary is in the fact base before its importers ask about it. Files that
 //! import each other (a cycle) cannot all wait: the cycle is cut where a depth-first walk of
 //! the imports closes it (the import back to a file still on the walk's path is not waited
-//! for), so that all but one file of a cycle still see the summaries they ask about.
+//! for), so that all but one file of a cycle still see the summaries they ask about. That file
+//! is checked again as soon as the files it did not wait for are done, while the rest of the
+//! run goes on. The walk starts from the costliest files, so a cycle is cut at the import of
+//! its costliest file: that file waits for the others, and the one checked again is cheaper.
+//!
+//! Of the jobs ready to run, the one heading the costliest chain of files waiting on it runs
+//! first: a file that hundreds import (a package's base model) would otherwise hold them all
+//! back while cores idle, and the costliest files would be left for the end, when nothing is
+//! left to run beside them.
 
+use std::collections::BinaryHeap;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Calls `task(i)` for every `i` in `0..dependencies.len()`, on the rayon pool, each after
 /// every `task(j)` with `j` in `dependencies[i]` has returned, unless that import closes a
-/// cycle.
-pub fn in_dependency_order<F>(dependencies: &[Vec<usize>], task: F)
+/// cycle; then `recheck(i)` once `task(i)` and the tasks of the imports it did not wait for
+/// have returned (only for files with such imports). `costs[i]` is what `task(i)` is expected
+/// to cost (the file's size); missing costs count as 0.
+pub fn in_dependency_order<F, R>(dependencies: &[Vec<usize>], costs: &[usize], task: F, recheck: R)
 where
     F: Fn(usize) + Sync,
+    R: Fn(usize) + Sync,
 {
     let count = dependencies.len();
     if count == 0 {
         return;
     }
-    let finished = finish_order(dependencies);
+    let cost = |file: usize| costs.get(file).copied().unwrap_or(0);
+    let finished = finish_order(dependencies, &cost);
     // File → the files waiting for it, and how many each still waits for. An import of a file
-    // that finished later in the walk is one that closes a cycle.
+    // that finished later in the walk is one that closes a cycle: the importer is checked
+    // again once both are done.
     let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); count];
     let mut waiting: Vec<usize> = vec![0; count];
+    let mut rechecks: Vec<Vec<usize>> = vec![Vec::new(); count];
+    let mut unchecked: Vec<usize> = vec![0; count];
     for (file, needs) in dependencies.iter().enumerate() {
         for &needed in needs {
-            if needed < count && finished[needed] < finished[file] {
+            if needed >= count || needed == file {
+                continue;
+            }
+            if finished[needed] < finished[file] {
                 dependents[needed].push(file);
                 waiting[file] += 1;
+            } else {
+                rechecks[needed].push(file);
+                unchecked[file] += 1;
             }
         }
+        if unchecked[file] > 0 {
+            // Its own task too.
+            rechecks[file].push(file);
+            unchecked[file] += 1;
+        }
     }
-    let waiting: Vec<AtomicUsize> = waiting.into_iter().map(AtomicUsize::new).collect();
+    let urgency = chain_costs(&dependents, &finished, &cost);
     let state = State {
         dependents: &dependents,
-        waiting: &waiting,
+        waiting: &waiting
+            .into_iter()
+            .map(AtomicUsize::new)
+            .collect::<Vec<_>>(),
+        rechecks: &rechecks,
+        unchecked: &unchecked
+            .into_iter()
+            .map(AtomicUsize::new)
+            .collect::<Vec<_>>(),
+        urgency: &urgency,
+        costs: &(0..count).map(cost).collect::<Vec<_>>(),
+        ready: Mutex::new(BinaryHeap::new()),
         task: &task,
+        recheck: &recheck,
     };
     rayon::scope(|scope| {
-        for (file, waits) in waiting.iter().enumerate() {
+        for (file, waits) in state.waiting.iter().enumerate() {
             if waits.load(Ordering::Relaxed) == 0 {
-                state.start(scope, file);
+                state.queue(scope, Job::Task(file), state.urgency[file]);
             }
         }
     });
 }
 
-struct State<'s, F> {
-    dependents: &'s [Vec<usize>],
-    waiting: &'s [AtomicUsize],
-    task: &'s F,
+/// What a queued job does; a task before a recheck of the same urgency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Job {
+    Recheck(usize),
+    Task(usize),
 }
 
-impl<'s, F: Fn(usize) + Sync> State<'s, F> {
-    fn start<'scope>(&'scope self, scope: &rayon::Scope<'scope>, file: usize)
+struct State<'s, F, R> {
+    dependents: &'s [Vec<usize>],
+    waiting: &'s [AtomicUsize],
+    /// File → the files to check again once it is done (itself among them), and how many
+    /// files each still waits for before that.
+    rechecks: &'s [Vec<usize>],
+    unchecked: &'s [AtomicUsize],
+    urgency: &'s [usize],
+    costs: &'s [usize],
+    /// The jobs whose files are ready, most urgent first.
+    ready: Mutex<BinaryHeap<(usize, Job)>>,
+    task: &'s F,
+    recheck: &'s R,
+}
+
+impl<'s, F: Fn(usize) + Sync, R: Fn(usize) + Sync> State<'s, F, R> {
+    /// Queues a job and spawns a rayon job for it. That runs the most urgent queued job when a
+    /// thread takes it up, which is not always this one: rayon jobs and queued jobs stay one
+    /// to one, so every job runs once.
+    fn queue<'scope>(&'scope self, scope: &rayon::Scope<'scope>, job: Job, urgency: usize)
     where
         's: 'scope,
     {
+        self.lock().push((urgency, job));
         scope.spawn(move |scope| {
-            (self.task)(file);
-            for &dependent in &self.dependents[file] {
-                if self.waiting[dependent].fetch_sub(1, Ordering::AcqRel) == 1 {
-                    self.start(scope, dependent);
+            let (_, job) = self
+                .lock()
+                .pop()
+                .expect("a rayon job is spawned for each queued job");
+            match job {
+                Job::Task(file) => {
+                    (self.task)(file);
+                    for &dependent in &self.dependents[file] {
+                        if self.waiting[dependent].fetch_sub(1, Ordering::AcqRel) == 1 {
+                            self.queue(scope, Job::Task(dependent), self.urgency[dependent]);
+                        }
+                    }
+                    for &importer in &self.rechecks[file] {
+                        if self.unchecked[importer].fetch_sub(1, Ordering::AcqRel) == 1 {
+                            // Nothing waits on a recheck: only its own cost makes it urgent.
+                            self.queue(scope, Job::Recheck(importer), self.costs[importer]);
+                        }
+                    }
                 }
+                Job::Recheck(file) => (self.recheck)(file),
             }
         });
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BinaryHeap<(usize, Job)>> {
+        self.ready
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
 /// The position of each node in the post-order of a depth-first walk from every node in
-/// turn, iteratively (import chains can be deep): an edge to a node that finished earlier is
-/// kept by the schedule; one to a node that finished later closes a cycle.
-fn finish_order(edges: &[Vec<usize>]) -> Vec<usize> {
+/// turn, costliest first, iteratively (import chains can be deep): an edge to a node that
+/// finished earlier is kept by the schedule; one to a node that finished later closes a
+/// cycle.
+fn finish_order(edges: &[Vec<usize>], cost: &impl Fn(usize) -> usize) -> Vec<usize> {
     const UNSEEN: usize = usize::MAX;
     let count = edges.len();
     let mut finished = vec![UNSEEN; count];
@@ -78,7 +160,10 @@ fn finish_order(edges: &[Vec<usize>]) -> Vec<usize> {
     let mut next = 0;
     // (node, the position in its edge list to go on from)
     let mut calls: Vec<(usize, usize)> = Vec::new();
-    for root in 0..count {
+    let mut roots: Vec<usize> = (0..count).collect();
+    // Stable: equal costs keep the order of the targets.
+    roots.sort_by_key(|&node| std::cmp::Reverse(cost(node)));
+    for root in roots {
         if seen[root] {
             continue;
         }
@@ -101,32 +186,117 @@ fn finish_order(edges: &[Vec<usize>]) -> Vec<usize> {
     finished
 }
 
+/// Each node's cost plus the costliest chain of nodes waiting on it. A dependent finished
+/// later in the walk than what it waits for, so going down the finish order meets every
+/// dependent before the nodes it waits on.
+fn chain_costs(
+    dependents: &[Vec<usize>],
+    finished: &[usize],
+    cost: &impl Fn(usize) -> usize,
+) -> Vec<usize> {
+    let mut by_finish: Vec<usize> = (0..dependents.len()).collect();
+    by_finish.sort_unstable_by_key(|&node| std::cmp::Reverse(finished[node]));
+    let mut chain = vec![0; dependents.len()];
+    for node in by_finish {
+        let longest = dependents[node]
+            .iter()
+            .map(|&dependent| chain[dependent])
+            .max()
+            .unwrap_or(0);
+        chain[node] = cost(node).saturating_add(longest);
+    }
+    chain
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Mutex;
+
+    fn no_cost(_: usize) -> usize {
+        0
+    }
+
+    /// Runs the schedule on a pool of `threads`: the jobs in the order they ran.
+    fn run(edges: &[Vec<usize>], costs: &[usize], threads: usize) -> Vec<Job> {
+        let log = Mutex::new(Vec::new());
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+            .install(|| {
+                in_dependency_order(
+                    edges,
+                    costs,
+                    |file| log.lock().unwrap().push(Job::Task(file)),
+                    |file| log.lock().unwrap().push(Job::Recheck(file)),
+                )
+            });
+        log.into_inner().unwrap()
+    }
+
+    fn tasks(jobs: &[Job]) -> Vec<usize> {
+        jobs.iter()
+            .filter_map(|job| match job {
+                Job::Task(file) => Some(*file),
+                Job::Recheck(_) => None,
+            })
+            .collect()
+    }
 
     #[test]
     fn a_cycle_is_cut_once_and_chains_are_kept() {
         // 0 → 1 → 2 → 1, 3 → 0: 2 finishes first, so 1 waits for 2 and 2's import of 1
         // closes the cycle.
         let edges = vec![vec![1], vec![2], vec![1], vec![0]];
-        let finished = finish_order(&edges);
+        let finished = finish_order(&edges, &no_cost);
         assert!(finished[2] < finished[1]);
         assert!(finished[1] < finished[0]);
         assert!(finished[0] < finished[3]);
     }
 
     #[test]
+    fn a_cycle_is_cut_at_the_import_of_its_costliest_file() {
+        // 0 ⇄ 1, and 1 is the costlier: the walk starts there, so 0 runs first, 1 waits for
+        // it, and 0 (which did not wait for 1) is checked again once 1 is done.
+        let edges = vec![vec![1], vec![0]];
+        let jobs = run(&edges, &[10, 500], 1);
+        assert_eq!(jobs, vec![Job::Task(0), Job::Task(1), Job::Recheck(0)]);
+    }
+
+    #[test]
     fn every_task_runs_after_what_it_imports() {
         // 0 imports 1 and 2; 1 imports 2; 3 and 4 import each other and 0.
         let edges = vec![vec![1, 2], vec![2], vec![], vec![4, 0], vec![3, 0]];
-        let order = Mutex::new(Vec::new());
-        in_dependency_order(&edges, |file| order.lock().unwrap().push(file));
-        let order = order.into_inner().unwrap();
-        assert_eq!(order.len(), 5);
-        let at = |file| order.iter().position(|&f| f == file).unwrap();
-        assert!(at(2) < at(1) && at(1) < at(0));
-        assert!(at(0) < at(3) && at(0) < at(4));
+        for threads in [1, 4] {
+            let jobs = run(&edges, &[], threads);
+            let order = tasks(&jobs);
+            assert_eq!(order.len(), 5);
+            let at = |job| jobs.iter().position(|&j| j == job).unwrap();
+            let task = |file| at(Job::Task(file));
+            assert!(task(2) < task(1) && task(1) < task(0));
+            assert!(task(0) < task(3) && task(0) < task(4));
+            // One of 3 and 4 went first without the other: it alone is checked again, after
+            // both.
+            let rechecked: Vec<usize> = jobs
+                .iter()
+                .filter_map(|job| match job {
+                    Job::Recheck(file) => Some(*file),
+                    Job::Task(_) => None,
+                })
+                .collect();
+            assert_eq!(rechecked.len(), 1, "{jobs:?}");
+            let first = rechecked[0];
+            assert!(first == 3 || first == 4);
+            assert!(at(Job::Recheck(first)) > task(3).max(task(4)));
+        }
+    }
+
+    #[test]
+    fn the_head_of_the_costliest_chain_runs_first() {
+        // 0, 1 and 2 are ready; 3 and 4 wait on 2. On one thread, 2 goes first even though it
+        // is the cheapest itself: the chain behind it is the costliest.
+        let edges = vec![vec![], vec![], vec![], vec![2], vec![2]];
+        let jobs = run(&edges, &[50, 60, 10, 100, 5], 1);
+        assert_eq!(tasks(&jobs), vec![2, 3, 1, 0, 4]);
     }
 }

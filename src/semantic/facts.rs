@@ -127,11 +127,19 @@ impl Ask {
 impl FactBase {
     /// A fact base for these files (their paths as linted), with no summary yet.
     pub fn new<'p>(paths: impl IntoIterator<Item = &'p Path>) -> Self {
+        use rayon::prelude::*;
+        // The working folder once, not once a file (`std::path::absolute` asks the OS each
+        // time); a run holds thousands of files.
+        let here = std::env::current_dir().ok();
+        let paths: Vec<&Path> = paths.into_iter().collect();
         let modules: Vec<String> = paths
-            .into_iter()
-            .map(|path| {
-                let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
-                crate::project::module_path(&absolute)
+            .par_iter()
+            .map(|path| match &here {
+                Some(here) if path.is_relative() => crate::project::module_path(&here.join(path)),
+                _ => {
+                    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+                    crate::project::module_path(&absolute)
+                }
             })
             .collect();
         let mut by_last: HashMap<String, Vec<u32>> = HashMap::default();
