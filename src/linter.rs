@@ -120,7 +120,12 @@ pub fn lint_parsed_in(
     settings: &Settings,
     project: Option<ProjectContext<'_>>,
 ) -> LintOutcome {
-    let model = SemanticModel::build(tree, source.text(), settings.dispatch().kinds());
+    let model = SemanticModel::build(
+        tree,
+        source.text(),
+        settings.dispatch().kinds(),
+        settings.frameworks(),
+    );
     let called = CalledNames::new(model.calls_by_name.keys().copied());
     let suppressions = Suppressions::from_comments(source, &model.comments);
     let view = project.map(|project| {

@@ -295,6 +295,49 @@ fn the_config_names_a_method_an_in_house_trainer_runs_without_grad() {
     assert_eq!(findings(&project, "TL101", &[]), Vec::<String>::new());
 }
 
+const IN_HOUSE_BACKWARD: &str = "\
+def evaluate(model, engine, val_loader):
+    model.eval()
+    scores = []
+    for x, y in val_loader:
+        out = model(x)
+        engine.backprop(out.sum())
+        scores.append(out.argmax(1).eq(y).float().mean().item())
+    return sum(scores) / len(scores)
+";
+
+#[test]
+fn the_config_names_the_backward_of_an_in_house_engine() {
+    // Test-time adaptation: the evaluation loop backpropagates through its own forward, so it
+    // needs the graph. Only a backward the table knows says so.
+    let project = Project::new();
+    project.write("evaluate.py", IN_HOUSE_BACKWARD);
+    assert_eq!(
+        findings(&project, "TL101", &[]),
+        ["evaluate.py:5:15: TL101"]
+    );
+    project.write(
+        "pyproject.toml",
+        "[tool.torchlint.frameworks]\nbackward-methods = [\"backprop\"]\n",
+    );
+    assert_eq!(findings(&project, "TL101", &[]), Vec::<String>::new());
+    // A receiver or a pattern is an error at the entry.
+    project.write(
+        "pyproject.toml",
+        "[tool.torchlint.frameworks]\nbackward-methods = [\n  \"engine.backprop\",\n]\n",
+    );
+    let run = project.run(&["check", "--output-format", "concise"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr.contains("pyproject.toml:3:")
+            && run.stderr.contains(
+                "`engine.backprop` in `frameworks.backward-methods` is not a method name"
+            ),
+        "{}",
+        run.stderr
+    );
+}
+
 #[test]
 fn a_bad_framework_entry_is_an_error_at_its_line() {
     let project = Project::new();

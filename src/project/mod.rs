@@ -193,6 +193,8 @@ pub struct ProjectFile<'a> {
     pub display: &'a Path,
     /// The node kinds the skeleton keeps (`Dispatch::kinds`).
     pub kinds: &'a [bool],
+    /// The framework table of the file's settings.
+    pub frameworks: &'a crate::semantic::frameworks::Frameworks,
     /// The names the first pass saw called in the file; None when it did not lint the file
     /// (a cached result), which is then read to find out.
     pub called: Option<&'a CalledNames>,
@@ -453,8 +455,9 @@ fn call_sites(file: &ProjectFile<'_>, names: &[String]) -> Vec<(Target, SiteMode
         return Vec::new();
     }
     let tree = parse::parse(&text, None);
-    let model = SemanticModel::build(&tree, &text, file.kinds);
-    let analysis = Analysis::new(&model, tree.root_node(), &text);
+    let model = SemanticModel::build(&tree, &text, file.kinds, file.frameworks);
+    let mut analysis = Analysis::new(&model, tree.root_node(), &text);
+    analysis.frameworks = file.frameworks;
     let module = module_path(file.display);
     let mut out = Vec::new();
     for name in wanted {

@@ -879,6 +879,7 @@ fn no_grad_functions(
             path: &target.path,
             display,
             kinds: target.settings.dispatch().kinds(),
+            frameworks: target.settings.frameworks(),
             called: called.as_ref(),
             text: facts.overrides.bytes(&target.path),
         })

@@ -215,7 +215,11 @@ impl<'a> Analysis<'a> {
     pub fn trains_anything(&self) -> bool {
         *self.trains_anything.get_or_init(|| {
             let text = self.source;
-            file_mentions(text, ".backward(")
+            // A backward of the framework table, by the calls the model's walk recorded.
+            self.frameworks
+                .backward_methods()
+                .iter()
+                .any(|method| self.model.calls_by_name.contains_key(method.as_str()))
                 || file_mentions(text, "optim")
                 || file_mentions(text, ".step(")
         })

@@ -79,13 +79,16 @@ impl<'a> Analysis<'a> {
     /// Whether a backward is called anywhere in `node` (by the calls the model's walk recorded).
     pub fn calls_backward_in(&self, node: Node<'a>) -> bool {
         let range = node.byte_range();
-        ["backward", "manual_backward"].iter().any(|name| {
-            self.model.calls_by_name.get(name).is_some_and(|calls| {
-                let first = calls.partition_point(|call| call.start_byte() < range.start);
-                calls
-                    .get(first)
-                    .is_some_and(|call| call.start_byte() < range.end)
-            })
+        self.frameworks.backward_methods().iter().any(|name| {
+            self.model
+                .calls_by_name
+                .get(name.as_str())
+                .is_some_and(|calls| {
+                    let first = calls.partition_point(|call| call.start_byte() < range.start);
+                    calls
+                        .get(first)
+                        .is_some_and(|call| call.start_byte() < range.end)
+                })
         })
     }
 
@@ -112,10 +115,10 @@ impl<'a> Analysis<'a> {
             if kind == KINDS.assignment {
                 assignments.push(node);
             } else if kind == KINDS.call
-                && matches!(
-                    self.model.call_name(node),
-                    Some("backward" | "manual_backward")
-                )
+                && self
+                    .model
+                    .call_name(node)
+                    .is_some_and(|name| self.frameworks.is_backward_method(name))
             {
                 self.backward_operands(node, &mut names);
             }

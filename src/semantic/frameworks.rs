@@ -30,6 +30,8 @@ pub struct Table {
     pub device_placers: Vec<String>,
     #[serde(default)]
     pub no_grad_hooks: Vec<String>,
+    #[serde(default)]
+    pub backward_methods: Vec<String>,
 }
 
 impl Table {
@@ -43,6 +45,7 @@ impl Table {
         "device-loaders",
         "device-placers",
         "no-grad-hooks",
+        "backward-methods",
     ];
 
     /// The list of that name (one of [`Table::LISTS`]).
@@ -56,6 +59,7 @@ impl Table {
             "device-loaders" => &mut self.device_loaders,
             "device-placers" => &mut self.device_placers,
             "no-grad-hooks" => &mut self.no_grad_hooks,
+            "backward-methods" => &mut self.backward_methods,
             _ => return None,
         })
     }
@@ -77,6 +81,9 @@ pub struct Frameworks {
     no_grad_hooks: GlobSet,
     /// The method names `no_grad_hooks` allow.
     no_grad_hook_methods: GlobSet,
+    /// Plain names, not patterns: the model's walk looks them up among the calls it recorded
+    /// by name.
+    backward_methods: Vec<String>,
 }
 
 fn compile(patterns: &[String]) -> Result<GlobSet, String> {
@@ -86,6 +93,29 @@ fn compile(patterns: &[String]) -> Result<GlobSet, String> {
         builder.add(glob);
     }
     builder.build().map_err(|error| error.to_string())
+}
+
+/// Whether an entry of `backward-methods` is a method name (no receiver, no pattern).
+pub fn is_method_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c == '_' || c.is_alphanumeric())
+}
+
+/// The `backward-methods` list: method names, which a pattern's `*` or dots cannot be.
+fn backward_methods(names: &[String]) -> Result<Vec<String>, String> {
+    let mut methods = Vec::with_capacity(names.len());
+    for name in names {
+        if !is_method_name(name) {
+            return Err(format!(
+                "`{name}`: backward-methods are method names (`backward`, `manual_backward`), not patterns"
+            ));
+        }
+        if !methods.contains(name) {
+            methods.push(name.clone());
+        }
+    }
+    Ok(methods)
 }
 
 /// The method names `Class.method` patterns allow, as patterns of their own: the last dotted
@@ -116,6 +146,7 @@ impl Frameworks {
             device_placer_methods: method_patterns(&table.device_placers)?,
             no_grad_hooks: compile(&table.no_grad_hooks)?,
             no_grad_hook_methods: method_patterns(&table.no_grad_hooks)?,
+            backward_methods: backward_methods(&table.backward_methods)?,
         })
     }
 
@@ -193,6 +224,17 @@ impl Frameworks {
     /// (`model, opt, loader = accelerator.prepare(model, opt, loader)`).
     pub fn places_on_device(&self, qualified: &str) -> bool {
         self.device_placers.is_match(qualified)
+    }
+
+    /// The method names whose call runs a backward, through the receiver (`loss.backward()`)
+    /// or the first argument (`accelerator.backward(loss)`).
+    pub fn backward_methods(&self) -> &[String] {
+        &self.backward_methods
+    }
+
+    /// Whether a call of this method name runs a backward.
+    pub fn is_backward_method(&self, method: &str) -> bool {
+        self.backward_methods.iter().any(|name| name == method)
     }
 
     /// Whether a library function returns a tensor that keeps its arguments' graph and device.

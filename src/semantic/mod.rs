@@ -30,6 +30,7 @@ use std::sync::LazyLock;
 use crate::node_children::{NamedChildren, Own};
 use crate::parse::{FIELDS, KINDS, is_identifier_char, text};
 use crate::source::TextRange;
+use frameworks::Frameworks;
 use scope::{Binding, BindingKind, ScopeId, ScopeKind, Scopes, Site};
 
 #[derive(Debug)]
@@ -149,8 +150,15 @@ pub struct SyntaxError {
 impl<'a> SemanticModel<'a> {
     /// Builds the model; `rule_kinds[kind_id]` says which node kinds rules start at, so that
     /// they go into the skeleton.
-    pub fn build(tree: &'a Tree, source: &'a str, rule_kinds: &[bool]) -> Self {
-        Builder::new(source, tree.root_node().has_error(), rule_kinds).run(tree)
+    /// The model of a parsed file. `rule_kinds`: the node kinds rules start at (the walk's
+    /// skeleton keeps them); `frameworks`: the table that says which calls are a backward.
+    pub fn build(
+        tree: &'a Tree,
+        source: &'a str,
+        rule_kinds: &[bool],
+        frameworks: &'a Frameworks,
+    ) -> Self {
+        Builder::new(source, tree.root_node().has_error(), rule_kinds, frameworks).run(tree)
     }
 
     pub fn scope_of(&self, node: Node<'_>) -> Option<ScopeId> {
@@ -251,6 +259,7 @@ impl Open {
 struct Builder<'a> {
     source: &'a str,
     has_errors: bool,
+    frameworks: &'a Frameworks,
     /// A rule starts at an anonymous node kind (a user pattern on a token): walk everything.
     anonymous_rule_kinds: bool,
     /// What to do at each node kind, by kind id.
@@ -518,7 +527,12 @@ fn starts_inside_expressions(name: &str) -> bool {
 }
 
 impl<'a> Builder<'a> {
-    fn new(source: &'a str, has_errors: bool, rule_kinds: &[bool]) -> Self {
+    fn new(
+        source: &'a str,
+        has_errors: bool,
+        rule_kinds: &[bool],
+        frameworks: &'a Frameworks,
+    ) -> Self {
         let mut scopes = Scopes::default();
         let module = scopes.push(ScopeKind::Module, None, 0..source.len() + 1, None);
         let mut kinds = KIND_TABLE.clone();
@@ -544,6 +558,7 @@ impl<'a> Builder<'a> {
         Builder {
             source,
             has_errors,
+            frameworks,
             anonymous_rule_kinds,
             kinds,
             skeleton: Vec::with_capacity(source.len() / SKELETON_BYTES),
@@ -742,7 +757,8 @@ impl<'a> Builder<'a> {
                 if let Some((function, kind, name)) = self.record_call(node, own) {
                     // The callee is the first named child.
                     self.skip_first = self.passable(function, kind);
-                    if let Some(call) = training::training_step_method(function, name, self.source)
+                    if let Some(call) =
+                        training::training_step_method(function, name, self.source, self.frameworks)
                     {
                         self.mark_training(call);
                     }
@@ -1402,7 +1418,7 @@ mod tests {
 
     fn resolve_all(source: &str, needle: &str) -> Vec<Option<String>> {
         let tree = parse(source, None);
-        let model = SemanticModel::build(&tree, source, &[]);
+        let model = SemanticModel::build(&tree, source, &[], frameworks::builtin());
         let mut results = Vec::new();
         // Track the innermost scope by hand, as the checker does.
         let mut scopes = vec![0];
@@ -1511,7 +1527,7 @@ mod tests {
     fn loops_that_call_backward_train_and_their_outer_loops_do_not() {
         let source = "for epoch in range(3):\n    for x in loader:\n        loss.backward()\n        opt.step()\n";
         let tree = parse(source, None);
-        let model = SemanticModel::build(&tree, source, &[]);
+        let model = SemanticModel::build(&tree, source, &[], frameworks::builtin());
         let outer = tree.root_node().child(0).unwrap();
         let facts = model.loop_facts(outer).unwrap();
         assert!(!facts.trains());
@@ -1523,7 +1539,7 @@ mod tests {
     fn syntax_errors_are_recorded_once_per_region() {
         let source = "def f(:\n    pass\nx = (1,\n";
         let tree = parse(source, None);
-        let model = SemanticModel::build(&tree, source, &[]);
+        let model = SemanticModel::build(&tree, source, &[], frameworks::builtin());
         assert!(!model.syntax_errors.is_empty());
     }
 }

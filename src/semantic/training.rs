@@ -6,18 +6,25 @@ use std::sync::LazyLock;
 use regex::Regex;
 use tree_sitter::Node;
 
+use super::frameworks::Frameworks;
 use crate::parse::{FIELDS, KINDS, text};
 use crate::source::TextRange;
 
-/// If a call of `method` through the callee `function` is a training-step call —
-/// `x.backward()`, `accelerator.backward(loss)`, `self.manual_backward(loss)`,
-/// `optimizer.step()`, `scaler.step(opt)` — the range of its callee, for labels.
-pub fn training_step_method(function: Node<'_>, method: &str, source: &str) -> Option<TextRange> {
+/// If a call of `method` through the callee `function` is a training-step call — a backward
+/// of the framework table (`x.backward()`, `accelerator.backward(loss)`,
+/// `self.manual_backward(loss)`), `optimizer.step()`, `scaler.step(opt)` — the range of its
+/// callee, for labels.
+pub fn training_step_method(
+    function: Node<'_>,
+    method: &str,
+    source: &str,
+    frameworks: &Frameworks,
+) -> Option<TextRange> {
     if function.kind_id() != KINDS.attribute {
         return None;
     }
     let is_step = match method {
-        "backward" | "manual_backward" => true,
+        _ if frameworks.is_backward_method(method) => true,
         "step" => function
             .child_by_field_id(FIELDS.object)
             .is_some_and(|receiver| is_optimizer_like(last_name(receiver, source))),

@@ -382,6 +382,14 @@ fn frameworks(
     let mut table = frameworks::Table::default();
     for (list, _, patterns) in lists {
         for (pattern, offset) in patterns {
+            if list == "backward-methods" && !frameworks::is_method_name(pattern) {
+                return Err(config.error_at(
+                    *offset,
+                    format!(
+                        "`{pattern}` in `frameworks.backward-methods` is not a method name: list the method alone (`backprop` for `engine.backprop(loss)`), without a receiver or `*`"
+                    ),
+                ));
+            }
             if let Err(error) = globset::Glob::new(pattern) {
                 return Err(config.error_at(
                     *offset,

@@ -343,7 +343,9 @@ fn eval_named<'a>(checker: &Checker<'a>, call: Node<'a>) -> bool {
     } else {
         name
     };
-    let hook = checker.analysis.frameworks.names_no_grad_hook(name);
+    let hook = checker.function_memo("no-grad-hook", || {
+        checker.analysis.frameworks.names_no_grad_hook(name)
+    });
     let eval_word = checker.function_memo("eval-named", || {
         ["evaluat", "validat", "predict", "infer", "eval_", "_eval"]
             .iter()
@@ -367,7 +369,7 @@ fn eval_named<'a>(checker: &Checker<'a>, call: Node<'a>) -> bool {
 
 /// Evaluation code that needs gradients (saliency maps, adversarial inputs, test-time
 /// training): the loop (or function) running the forward sets `requires_grad` on something,
-/// calls `torch.autograd.grad`, or runs `.backward()`: without an optimizer step, or with one that trains this very model. A
+/// calls `torch.autograd.grad`, or runs a backward: without an optimizer step, or with one that trains this very model. A
 /// frozen teacher run next to an optimizer over another model's parameters needs none.
 fn needs_gradients<'a>(checker: &Checker<'a>, function: Option<Node<'a>>, receiver: &str) -> bool {
     // The loop running the forward decides: a `fit` function has a training loop (with
@@ -383,13 +385,15 @@ fn needs_gradients<'a>(checker: &Checker<'a>, function: Option<Node<'a>>, receiv
     {
         return true;
     }
-    let region = match checker.enclosing_loop() {
-        Some(loop_node) => checker.node_text(loop_node),
-        None => whole,
-    };
-    if !region.contains(".backward(") {
+    let region_node = checker
+        .enclosing_loop()
+        .or(function)
+        .unwrap_or_else(|| checker.tree.root_node());
+    // A backward of the framework table (`.backward()`, `accelerator.backward(loss)`).
+    if !checker.analysis.calls_backward_in(region_node) {
         return false;
     }
+    let region = checker.node_text(region_node);
     let file = checker.text();
     let optimizes_other = file.contains(".parameters()")
         && !file.contains(&format!("{receiver}.parameters()"))

@@ -395,9 +395,20 @@ fn backpropagated<'a>(checker: &Checker<'a>, container: Node<'a>) -> bool {
         .enclosing_function(container)
         .map_or(checker.text(), |f| checker.node_text(f));
     let name = checker.node_text(container);
-    region.contains(&format!("{name}.backward("))
-        || region.contains(&format!("({name}).backward("))
-        || region.contains(&format!("scale({name}).backward("))
+    // The container itself, not an element (`losses[-1].backward()` is one step's loss), by
+    // any backward of the framework table: `total.backward()`, `scaler.scale(total).backward()`,
+    // `accelerator.backward(total)`.
+    checker
+        .analysis
+        .frameworks
+        .backward_methods()
+        .iter()
+        .any(|method| {
+            region.contains(&format!("{name}.{method}("))
+                || region.contains(&format!("({name}).{method}("))
+                || region.contains(&format!(".{method}({name})"))
+                || region.contains(&format!(".{method}({name},"))
+        })
 }
 
 pub(crate) fn in_module_forward<'a>(checker: &Checker<'a>) -> bool {
