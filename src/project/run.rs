@@ -211,8 +211,10 @@ pub struct Session {
 type Relinted = (usize, Linted, FileSummary, Vec<Question>);
 
 impl Session {
-    /// Lints the targets as one project: each file once, after the files it imports, then
-    /// again the files whose answers changed once every summary was in.
+    /// Lints the targets as one project: each file once, after the files it imports (a file
+    /// of an import cycle that could not wait is checked again as soon as the rest of the
+    /// cycle is done), then again the files whose answers still changed once every summary
+    /// was in.
     pub fn new(targets: Vec<LintTarget>, overrides: &Overrides, cache: Option<&Cache>) -> Session {
         // Each file's bytes, taken by the task that lints it, and its imports, read while the
         // bytes are at hand.

@@ -267,9 +267,8 @@ impl FactBase {
             return Lookup::External;
         }
         let parts: Vec<&str> = qualified.split('.').collect();
-        for split in (1..=parts.len()).rev() {
-            let module = parts[..split].join(".");
-            let Some(file) = self.module_file(&module, importer) else {
+        for (split, module) in module_prefixes(qualified, &parts) {
+            let Some(file) = self.module_file(module, importer) else {
                 continue;
             };
             let rest = &parts[split..];
@@ -468,9 +467,8 @@ impl FactBase {
             return None;
         }
         let parts: Vec<&str> = qualified.split('.').collect();
-        for split in (1..=parts.len()).rev() {
-            let module = parts[..split].join(".");
-            let Some(file) = self.module_file(&module, importer) else {
+        for (split, module) in module_prefixes(qualified, &parts) {
+            let Some(file) = self.module_file(module, importer) else {
                 continue;
             };
             let rest = &parts[split..];
@@ -517,9 +515,41 @@ fn instantiate(facts: ValueFacts) -> ValueFacts {
     facts
 }
 
+/// The leading runs of a dotted name's parts, longest first, with how many parts each holds
+/// (`parts` is the name split at its dots): `a.b.c`, `a.b`, `a`. Slices of the name: lookups
+/// run once a call, and building a string per try cost more than the lookup.
+fn module_prefixes<'q>(
+    qualified: &'q str,
+    parts: &[&str],
+) -> impl Iterator<Item = (usize, &'q str)> {
+    std::iter::successors(Some((parts.len(), qualified)), |&(count, module)| {
+        module.rfind('.').map(|dot| (count - 1, &module[..dot]))
+    })
+}
+
 fn common_prefix(a: &str, b: &str) -> usize {
     a.split('.')
         .zip(b.split('.'))
         .take_while(|(x, y)| x == y)
         .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn module_prefixes_go_from_the_whole_name_to_its_first_part() {
+        fn prefixes(name: &str) -> Vec<(usize, &str)> {
+            let parts: Vec<&str> = name.split('.').collect();
+            module_prefixes(name, &parts).collect()
+        }
+        assert_eq!(
+            prefixes("pkg.models.Net"),
+            [(3, "pkg.models.Net"), (2, "pkg.models"), (1, "pkg")]
+        );
+        assert_eq!(prefixes("torch"), [(1, "torch")]);
+        // What `parts[..n].join(".")` gives for a relative name's empty first part.
+        assert_eq!(prefixes(".utils"), [(2, ".utils"), (1, "")]);
+    }
 }
