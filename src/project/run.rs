@@ -246,6 +246,15 @@ impl Session {
                 _ => 0,
             })
             .collect();
+        let lint = |index: usize, input: Read, reuse: Reuse| {
+            let place = Place {
+                facts: &facts,
+                index,
+                demand: &demand[index],
+            };
+            let tree = overrides.tree(&targets[index].path);
+            lint_read(&targets[index], input, tree, place, cache, reuse)
+        };
         schedule::in_dependency_order(
             &dependencies,
             &costs,
@@ -253,43 +262,17 @@ impl Session {
                 let input = lock(&inputs[index])
                     .take()
                     .expect("each file is linted once");
-                let (_, linted, summary, asked) = lint_read(
-                    &targets[index],
-                    input,
-                    overrides.tree(&targets[index].path),
-                    Place {
-                        facts: &facts,
-                        index,
-                        demand: &demand[index],
-                    },
-                    cache,
-                    Reuse::Cached,
-                );
+                let (_, linted, summary, asked) = lint(index, input, Reuse::Cached);
                 facts.set_summary(index, Arc::new(summary));
                 let _ = results[index].set((linted, asked));
             },
             |index| {
                 // A file that did not wait for some of its imports (they import it back), once
                 // they are done: linted again if their summaries answer its questions otherwise.
-                let Some((_, asked)) = results[index].get() else {
-                    return;
-                };
-                let stale = asked
-                    .iter()
-                    .any(|question| facts.answer(&question.ask, Some(index)) != question.answer);
-                if stale {
-                    let relinted = lint_read(
-                        &targets[index],
-                        read(&targets[index], overrides),
-                        overrides.tree(&targets[index].path),
-                        Place {
-                            facts: &facts,
-                            index,
-                            demand: &demand[index],
-                        },
-                        cache,
-                        Reuse::Afresh,
-                    );
+                if let Some((_, asked)) = results[index].get()
+                    && answers_changed(&facts, asked, index)
+                {
+                    let relinted = lint(index, read(&targets[index], overrides), Reuse::Afresh);
                     let _ = rechecked[index].set(relinted);
                 }
             },
@@ -439,11 +422,9 @@ impl Session {
     fn relint_stale(&mut self, done: &[usize], overrides: &Overrides, cache: Option<&Cache>) {
         let stale: Vec<usize> = (0..self.targets.len())
             .into_par_iter()
-            .filter(|index| {
-                !done.contains(index)
-                    && self.questions[*index].iter().any(|question| {
-                        self.facts.answer(&question.ask, Some(*index)) != question.answer
-                    })
+            .filter(|&index| {
+                !done.contains(&index)
+                    && answers_changed(&self.facts, &self.questions[index], index)
             })
             .collect();
         let relinted: Vec<Relinted> = stale
@@ -477,6 +458,13 @@ impl Session {
             self.questions[index] = asked;
         }
     }
+}
+
+/// Whether the fact base now answers some of a file's questions otherwise than when it asked.
+fn answers_changed(facts: &FactBase, questions: &[Question], file: usize) -> bool {
+    questions
+        .iter()
+        .any(|question| facts.answer(&question.ask, Some(file)) != question.answer)
 }
 
 /// Lints one file of a session from what reading it gave.

@@ -71,7 +71,7 @@ where
             .map(AtomicUsize::new)
             .collect::<Vec<_>>(),
         urgency: &urgency,
-        costs: &(0..count).map(cost).collect::<Vec<_>>(),
+        costs,
         ready: Mutex::new(BinaryHeap::new()),
         task: &task,
         recheck: &recheck,
@@ -100,6 +100,7 @@ struct State<'s, F, R> {
     rechecks: &'s [Vec<usize>],
     unchecked: &'s [AtomicUsize],
     urgency: &'s [usize],
+    /// As given: a file past its end costs 0.
     costs: &'s [usize],
     /// The jobs whose files are ready, most urgent first.
     ready: Mutex<BinaryHeap<(usize, Job)>>,
@@ -132,7 +133,8 @@ impl<'s, F: Fn(usize) + Sync, R: Fn(usize) + Sync> State<'s, F, R> {
                     for &importer in &self.rechecks[file] {
                         if self.unchecked[importer].fetch_sub(1, Ordering::AcqRel) == 1 {
                             // Nothing waits on a recheck: only its own cost makes it urgent.
-                            self.queue(scope, Job::Recheck(importer), self.costs[importer]);
+                            let own = self.costs.get(importer).copied().unwrap_or(0);
+                            self.queue(scope, Job::Recheck(importer), own);
                         }
                     }
                 }

@@ -95,27 +95,12 @@ fn compile(patterns: &[String]) -> Result<GlobSet, String> {
     builder.build().map_err(|error| error.to_string())
 }
 
-/// Whether an entry of `backward-methods` is a method name (no receiver, no pattern).
+/// Whether an entry of `backward-methods` is a method name (no receiver, no pattern): the
+/// config's entries are checked with this where they are read, so that the error names the line.
 pub fn is_method_name(name: &str) -> bool {
     !name.is_empty()
         && !name.starts_with(|c: char| c.is_ascii_digit())
         && name.chars().all(|c| c == '_' || c.is_alphanumeric())
-}
-
-/// The `backward-methods` list: method names, which a pattern's `*` or dots cannot be.
-fn backward_methods(names: &[String]) -> Result<Vec<String>, String> {
-    let mut methods = Vec::with_capacity(names.len());
-    for name in names {
-        if !is_method_name(name) {
-            return Err(format!(
-                "`{name}`: backward-methods are method names (`backward`, `manual_backward`), not patterns"
-            ));
-        }
-        if !methods.contains(name) {
-            methods.push(name.clone());
-        }
-    }
-    Ok(methods)
 }
 
 /// The method names `Class.method` patterns allow, as patterns of their own: the last dotted
@@ -146,7 +131,7 @@ impl Frameworks {
             device_placer_methods: method_patterns(&table.device_placers)?,
             no_grad_hooks: compile(&table.no_grad_hooks)?,
             no_grad_hook_methods: method_patterns(&table.no_grad_hooks)?,
-            backward_methods: backward_methods(&table.backward_methods)?,
+            backward_methods: table.backward_methods.clone(),
         })
     }
 
@@ -293,6 +278,14 @@ mod tests {
             .unwrap();
         assert_eq!((loader.kind, loader.device), (Kind::Loader, Tri::Yes));
         assert!(!table.is_module_base("object"));
+    }
+
+    #[test]
+    fn the_built_in_backward_methods_are_method_names() {
+        let methods = builtin().backward_methods();
+        assert!(methods.iter().any(|m| m == "manual_backward"));
+        assert!(methods.iter().all(|m| is_method_name(m)), "{methods:?}");
+        assert!(!is_method_name("engine.backprop") && !is_method_name("back*"));
     }
 
     #[test]
