@@ -51,14 +51,15 @@ pub struct Applied {
 
 impl Baseline {
     pub fn read(path: &Path) -> Result<Baseline, FileError> {
-        let text = std::fs::read_to_string(path).map_err(|error| {
-            let hint = if error.kind() == io::ErrorKind::NotFound {
-                "; create it with `torchlint check --baseline FILE --write-baseline`"
-            } else {
-                ""
-            };
-            FileError::new(path, format!("cannot read the baseline: {error}{hint}"))
-        })?;
+        let text = crate::files::read_regular_to_string(path, crate::files::MAX_RECORD_BYTES)
+            .map_err(|error| {
+                let hint = if error.kind() == io::ErrorKind::NotFound {
+                    "; create it with `torchlint check --baseline FILE --write-baseline`"
+                } else {
+                    ""
+                };
+                FileError::new(path, format!("cannot read the baseline: {error}{hint}"))
+            })?;
         let baseline: Baseline = serde_json::from_str(&text).map_err(|error| {
             FileError::at_line(
                 path,

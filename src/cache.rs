@@ -120,7 +120,7 @@ impl Cache {
         let root = root.to_owned();
         let build = build_id();
         let file = root.join(env!("CARGO_PKG_VERSION")).join("results.json");
-        let loaded = std::fs::read(&file)
+        let loaded = crate::files::read_regular(&file, crate::files::MAX_RECORD_BYTES)
             .ok()
             .and_then(|bytes| serde_json::from_slice::<CacheFile>(&bytes).ok())
             .filter(|cache| cache.build == build)

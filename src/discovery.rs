@@ -41,6 +41,17 @@ pub fn discover(paths: &[PathBuf], resolver: &Arc<Resolver>) -> Discovered {
                 continue;
             }
         };
+        if !metadata.is_file() && !metadata.is_dir() {
+            // A FIFO, a socket or a device: reading it could block or never end.
+            report(FileError::new(
+                &root,
+                format!(
+                    "it is {}, not a regular file; torchlint lints files and folders",
+                    crate::files::describe_kind(&metadata.file_type())
+                ),
+            ));
+            continue;
+        }
         if metadata.is_file() {
             // Named on the command line: linted whatever its name or the excludes say.
             match resolver.for_file(&root) {
@@ -105,6 +116,7 @@ pub fn discover(paths: &[PathBuf], resolver: &Arc<Resolver>) -> Discovered {
         }
     }
 
+    dedupe_by_file(&mut targets);
     let mut errors = errors.into_inner().unwrap_or_else(|p| p.into_inner());
     errors.sort_by(|a, b| (&a.path, a.line, &a.message).cmp(&(&b.path, b.line, &b.message)));
     errors.dedup();
@@ -151,11 +163,63 @@ pub fn describe_io_error(path: &Path, error: &std::io::Error) -> String {
             "permission denied: torchlint cannot read it (check its permissions, or exclude it)"
                 .to_owned()
         }
-        _ if error.raw_os_error() == Some(40) => {
-            "symbolic link loop: the link points back at itself; fix or remove the link".to_owned()
+        _ if error.raw_os_error() == Some(libc::ELOOP) => {
+            if symlinks_loop(path) {
+                "symbolic link loop: the link points back at itself; fix or remove the link"
+                    .to_owned()
+            } else {
+                "too many levels of symbolic links: the chain of links is longer than the system follows; point the link nearer its target".to_owned()
+            }
         }
         _ => format!("cannot read it: {error}"),
     }
+}
+
+/// Keeps one path per file: `train.py` and `/abs/path/train.py` on one command line, or a
+/// link beside its target, would otherwise be linted twice and every finding printed twice.
+/// The file's own path wins over a link to it.
+fn dedupe_by_file(targets: &mut BTreeMap<PathBuf, (SourceKind, Arc<Settings>)>) {
+    let mut chosen: std::collections::HashMap<PathBuf, PathBuf> = Default::default();
+    let mut dropped = Vec::new();
+    for path in targets.keys() {
+        let Ok(file) = std::fs::canonicalize(path) else {
+            continue;
+        };
+        match chosen.entry(file) {
+            std::collections::hash_map::Entry::Vacant(entry) => {
+                entry.insert(path.clone());
+            }
+            std::collections::hash_map::Entry::Occupied(mut entry) => {
+                let is_link = |path: &Path| path.is_symlink();
+                if is_link(entry.get()) && !is_link(path) {
+                    dropped.push(entry.insert(path.clone()));
+                } else {
+                    dropped.push(path.clone());
+                }
+            }
+        }
+    }
+    for path in dropped {
+        targets.remove(&path);
+    }
+}
+
+/// Whether following the links from `path` comes back to a link already followed (ELOOP also
+/// means a chain longer than the system follows, which is no loop).
+fn symlinks_loop(path: &Path) -> bool {
+    let mut seen = std::collections::HashSet::new();
+    let mut current = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+    while let Ok(link) = std::fs::read_link(&current) {
+        // A link that names itself through ever longer `..` paths never repeats a path.
+        if !seen.insert(current.clone()) || seen.len() > 1000 {
+            return true;
+        }
+        current = match current.parent() {
+            Some(parent) if link.is_relative() => parent.join(link),
+            _ => link,
+        };
+    }
+    false
 }
 
 fn describe_walk_error(root: &Path, error: &ignore::Error) -> (PathBuf, String) {

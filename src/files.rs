@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 
 /// The most a config file or a rule file may hold.
 pub const MAX_CONFIG_BYTES: u64 = 4 << 20;
+/// The most torchlint reads from stdin.
+pub const MAX_STDIN_BYTES: u64 = 256 << 20;
 /// The most a baseline or the result cache may hold.
 pub const MAX_RECORD_BYTES: u64 = 1 << 30;
 
@@ -51,7 +53,9 @@ fn open_regular(path: &Path) -> io::Result<File> {
 /// Reads at most `limit` bytes; more is an error that says the limit.
 pub fn read_limited(input: &mut impl Read, limit: u64) -> io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
-    input.take(limit + 1).read_to_end(&mut bytes)?;
+    input
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)?;
     if bytes.len() as u64 > limit {
         return Err(io::Error::new(
             io::ErrorKind::FileTooLarge,
@@ -59,6 +63,38 @@ pub fn read_limited(input: &mut impl Read, limit: u64) -> io::Result<Vec<u8>> {
         ));
     }
     Ok(bytes)
+}
+
+/// Reads Python source or a notebook from a stream (stdin) up to `limit` bytes, stopping at the
+/// first NUL byte: source cannot hold one, and `/dev/zero` would otherwise fill memory up to
+/// the limit first.
+pub fn read_source_stream(input: &mut impl Read, limit: u64) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    let mut chunk = vec![0; 64 << 10];
+    loop {
+        let read = match input.read(&mut chunk) {
+            Ok(0) => return Ok(bytes),
+            Ok(read) => read,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(error),
+        };
+        if let Some(at) = memchr::memchr(0, &chunk[..read]) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "it looks binary (NUL byte at offset {}), and Python source cannot contain NUL bytes",
+                    bytes.len() + at
+                ),
+            ));
+        }
+        bytes.extend_from_slice(&chunk[..read]);
+        if bytes.len() as u64 > limit {
+            return Err(io::Error::new(
+                io::ErrorKind::FileTooLarge,
+                format!("larger than torchlint reads ({})", human_size(limit)),
+            ));
+        }
+    }
 }
 
 /// What a file that is not a regular file is, in words.
@@ -89,9 +125,9 @@ pub fn describe_kind(kind: &std::fs::FileType) -> &'static str {
 }
 
 pub fn human_size(bytes: u64) -> String {
-    if bytes >= 1 << 30 && bytes % (1 << 30) == 0 {
+    if bytes >= 1 << 30 && bytes.is_multiple_of(1 << 30) {
         format!("{} GiB", bytes >> 30)
-    } else if bytes >= 1 << 20 && bytes % (1 << 20) == 0 {
+    } else if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
         format!("{} MiB", bytes >> 20)
     } else {
         format!("{bytes} bytes")
@@ -111,7 +147,7 @@ pub fn write_output(path: &Path, bytes: &[u8]) -> io::Result<()> {
         Err(error) => Err(error),
         Ok(metadata) if metadata.is_file() => replace(&target, bytes),
         Ok(metadata) if is_stream(&metadata.file_type()) => {
-            let mut file = OpenOptions::new().write(true).open(&target)?;
+            let mut file = open_stream(&target)?;
             file.write_all(bytes)?;
             file.flush()
         }
@@ -123,6 +159,59 @@ pub fn write_output(path: &Path, bytes: &[u8]) -> io::Result<()> {
             ),
         )),
     }
+}
+
+/// Opens a device or a FIFO for writing. A FIFO no program reads would block `open` for
+/// ever: opened without blocking, it is an error at once instead.
+fn open_stream(path: &Path) -> io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.write(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        use std::os::unix::io::AsRawFd;
+        options.custom_flags(libc::O_NONBLOCK);
+        let file = options.open(path).map_err(|error| {
+            if error.raw_os_error() == Some(libc::ENXIO) {
+                io::Error::new(error.kind(), "it is a FIFO that no program reads")
+            } else {
+                error
+            }
+        })?;
+        // Writes block again, as for any file: a slow reader must not lose part of the report.
+        // SAFETY: fcntl on a descriptor this function owns.
+        unsafe {
+            let flags = libc::fcntl(file.as_raw_fd(), libc::F_GETFL);
+            if flags == -1
+                || libc::fcntl(file.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK) == -1
+            {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(file)
+    }
+    #[cfg(not(unix))]
+    options.open(path)
+}
+
+/// Set by the binary when stdout was closed at start (`>&-`).
+pub static STDOUT_CLOSED_AT_START: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Writes the report to stdout. With stdout closed (`>&-`), Rust's runtime puts `/dev/null` in
+/// its place, or its writes are dropped: either loses the report with a success status, so it
+/// is an error.
+pub fn write_stdout(bytes: &[u8]) -> io::Result<()> {
+    let closed = STDOUT_CLOSED_AT_START.load(std::sync::atomic::Ordering::Relaxed);
+    #[cfg(unix)]
+    // SAFETY: F_GETFD only asks whether descriptor 1 is open.
+    let closed = closed || unsafe { libc::fcntl(libc::STDOUT_FILENO, libc::F_GETFD) } == -1;
+    if closed {
+        return Err(io::Error::new(io::ErrorKind::NotConnected, "it is closed"));
+    }
+    let mut stdout = io::stdout().lock();
+    stdout.write_all(bytes)?;
+    stdout.flush()
 }
 
 /// A file written to in place: a character device or a FIFO.
@@ -149,7 +238,8 @@ fn replace(target: &Path, bytes: &[u8]) -> io::Result<()> {
     let result = (|| {
         let mut file = OpenOptions::new()
             .write(true)
-            .create_new(true)
+            .create(true)
+            .truncate(true)
             .open(&temporary)?;
         file.write_all(bytes)?;
         if let Ok(existing) = std::fs::metadata(target) {

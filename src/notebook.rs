@@ -83,11 +83,16 @@ pub fn read(bytes: &[u8]) -> Result<Notebook, String> {
     if bytes.iter().find(|byte| !byte.is_ascii_whitespace()) == Some(&b'[') {
         return Err("not a valid notebook: it is a JSON list, and a notebook is a JSON object with `cells` and `metadata`; fix the file, or exclude it (`extend-exclude`)".to_owned());
     }
-    let raw: RawNotebook = serde_json::from_slice(bytes).map_err(|error| {
+    let bytes = replace_lone_surrogates(bytes);
+    let invalid = |error: serde_json::Error| {
         format!(
             "not a valid notebook: {error}; fix the JSON (Jupyter cannot open it either), or exclude the file (`extend-exclude`)"
         )
-    })?;
+    };
+    // Through a JSON value first: a key written twice keeps its last value, as Python's `json`
+    // (and so Jupyter) reads it, where a struct would refuse the duplicate.
+    let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(invalid)?;
+    let raw: RawNotebook = serde_json::from_value(value).map_err(invalid)?;
     let Some(cells) = raw.cells else {
         return Err(match raw.nbformat {
             Some(version) if version < 4 => format!(
@@ -102,6 +107,43 @@ pub fn read(bytes: &[u8]) -> Result<Notebook, String> {
         return Ok(Notebook::OtherLanguage(language.to_owned()));
     }
     Ok(concatenate(&cells))
+}
+
+/// A `\uD800`-`\uDFFF` escape that is not half of a surrogate pair becomes `\uFFFD`, the
+/// replacement character, as Python's `json` would keep it but a Rust string cannot. The text
+/// keeps its length, so positions in errors stay right.
+fn replace_lone_surrogates(bytes: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    fn escape_at(bytes: &[u8], at: usize) -> Option<u16> {
+        let escape = bytes.get(at..at + 6)?;
+        if escape[0] != b'\\' || escape[1] != b'u' {
+            return None;
+        }
+        u16::from_str_radix(std::str::from_utf8(&escape[2..]).ok()?, 16).ok()
+    }
+    let is_high = |unit: u16| (0xD800..0xDC00).contains(&unit);
+    let is_low = |unit: u16| (0xDC00..0xE000).contains(&unit);
+    if memchr::memmem::find(bytes, b"\\u").is_none() {
+        return std::borrow::Cow::Borrowed(bytes);
+    }
+    let mut out = bytes.to_vec();
+    let mut at = 0;
+    while at < bytes.len() {
+        if bytes[at] != b'\\' {
+            at += 1;
+            continue;
+        }
+        match escape_at(bytes, at) {
+            Some(unit) if is_high(unit) && escape_at(bytes, at + 6).is_some_and(is_low) => at += 12,
+            Some(unit) if is_high(unit) || is_low(unit) => {
+                out[at..at + 6].copy_from_slice(b"\\ufffd");
+                at += 6;
+            }
+            Some(_) => at += 6,
+            // Any other escape is two bytes: `\\` must not start a `\u` of its own.
+            None => at += 2,
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// Reads a notebook into the source the linter lints: `Ok(None)` when there is nothing to

@@ -698,3 +698,363 @@ fn output_file_that_is_a_symlink_updates_its_target() {
     );
     assert_complete_json_report(&target);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Special files where torchlint reads its own inputs or writes its reports: a FIFO blocks `open`
+// until a writer comes, `/dev/zero` never ends, and renaming a report over a device replaces it.
+
+fn mkfifo(path: &Path) {
+    let status = Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("run mkfifo");
+    assert!(status.success(), "mkfifo {}", path.display());
+}
+
+fn is_fifo(path: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    fs::symlink_metadata(path).unwrap().file_type().is_fifo()
+}
+
+fn is_char_device(path: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    fs::symlink_metadata(path)
+        .unwrap()
+        .file_type()
+        .is_char_device()
+}
+
+/// A character device node like `/dev/full` or `/dev/null` inside the project (root only, as
+/// CI containers run): None where this test may not make one.
+fn device_node(project: &Project, name: &str, minor: u32) -> Option<std::path::PathBuf> {
+    let path = project.path().join(name);
+    let made = Command::new("mknod")
+        .arg(&path)
+        .args(["c", "1", &minor.to_string()])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    made.then_some(path)
+}
+
+/// A run that must end quickly: a hang here is the defect.
+fn lint_promptly(project: &Project, args: &[&str]) -> Run {
+    let mut command = project.command();
+    command.arg("--output-format").arg("concise").args(args);
+    run_with_timeout(command, Duration::from_secs(60))
+}
+
+#[test]
+fn output_file_that_is_a_fifo_is_written_in_place() {
+    let project = project_with_ok_file();
+    let fifo = project.path().join("report.pipe");
+    mkfifo(&fifo);
+    let reader = std::thread::spawn({
+        let fifo = fifo.clone();
+        move || fs::read_to_string(fifo).unwrap()
+    });
+    // The reader opens the FIFO first: a writer that finds no reader is the next test.
+    std::thread::sleep(Duration::from_millis(200));
+
+    let run = lint_promptly(&project, &["-o", "report.pipe", "ok.py"]);
+
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert!(reader.join().unwrap().contains(OK_FINDING));
+    assert!(is_fifo(&fifo), "the FIFO was replaced");
+}
+
+#[test]
+fn output_file_that_is_a_fifo_nobody_reads_is_an_error_not_a_hang() {
+    let project = project_with_ok_file();
+    let fifo = project.path().join("report.pipe");
+    mkfifo(&fifo);
+
+    let run = lint_promptly(&project, &["-o", "report.pipe", "ok.py"]);
+
+    assert_one_error(
+        &run,
+        "report.pipe",
+        &["cannot write the findings", "no program reads"],
+    );
+    assert_eq!(run.code, 2);
+    assert!(is_fifo(&fifo), "the FIFO was replaced");
+}
+
+#[test]
+fn output_file_and_baseline_on_a_device_write_to_it_and_keep_the_device() {
+    let project = project_with_ok_file();
+    let (Some(full), Some(null)) = (
+        device_node(&project, "full", 7),
+        device_node(&project, "null", 3),
+    ) else {
+        common::report_skip(
+            "output_file_and_baseline_on_a_device_write_to_it_and_keep_the_device",
+            "mknod needs root",
+        );
+        return;
+    };
+
+    let run = lint_promptly(&project, &["-o", "full", "ok.py"]);
+    assert_one_error(
+        &run,
+        "full",
+        &["cannot write the findings", "No space left"],
+    );
+    assert_eq!(run.code, 2);
+
+    let run = lint_promptly(&project, &["-o", "null", "ok.py"]);
+    assert_eq!((run.code, run.stderr.as_str()), (1, ""), "{run:#?}");
+
+    let run = lint_promptly(
+        &project,
+        &["--write-baseline", "--baseline", "null", "ok.py"],
+    );
+    assert_eq!(run.code, 0, "{run:#?}");
+
+    assert!(
+        is_char_device(&full) && is_char_device(&null),
+        "a device was replaced"
+    );
+    assert_eq!(folder_entries(project.path()), ["full", "null", "ok.py"]);
+}
+
+#[test]
+fn output_file_that_is_a_folder_is_an_error() {
+    let project = project_with_ok_file();
+    fs::create_dir(project.path().join("reports")).unwrap();
+
+    let run = lint_promptly(&project, &["-o", "reports", "ok.py"]);
+
+    assert_one_error(&run, "reports", &["cannot write the findings", "a folder"]);
+    assert_eq!(run.code, 2);
+}
+
+#[test]
+fn fifo_in_a_rule_pack_folder_is_an_error_not_a_hang() {
+    let project = project_with_ok_file();
+    project.write("torchlint.toml", "extend-rule-packs = [\"lint-rules\"]\n");
+    fs::create_dir(project.path().join("lint-rules")).unwrap();
+    mkfifo(&project.path().join("lint-rules/stuck.md"));
+
+    let run = lint_promptly(&project, &["ok.py"]);
+
+    assert!(
+        run.stderr.contains("stuck.md") && run.stderr.contains("FIFO"),
+        "{run:#?}"
+    );
+    assert_eq!(run.code, 2);
+}
+
+#[test]
+fn config_that_is_dev_zero_is_an_error_not_a_flood() {
+    let project = project_with_ok_file();
+    symlink("/dev/zero", project.path().join("zero.toml")).unwrap();
+    symlink("/dev/zero", project.path().join("pyproject.toml")).unwrap();
+
+    let run = lint_promptly(&project, &["--config", "zero.toml", "ok.py"]);
+    assert!(
+        run.stderr.contains("zero.toml") && run.stderr.contains("character device"),
+        "{run:#?}"
+    );
+    assert_eq!(run.code, 2);
+
+    let run = lint_promptly(&project, &["ok.py"]);
+    assert_one_error(
+        &run,
+        "pyproject.toml",
+        &["character device, not a regular file"],
+    );
+    assert_eq!(run.code, 2);
+}
+
+#[test]
+fn baseline_that_is_a_fifo_or_dev_zero_is_an_error_not_a_hang() {
+    let project = project_with_ok_file();
+    mkfifo(&project.path().join("baseline.json"));
+    symlink("/dev/zero", project.path().join("zero.json")).unwrap();
+
+    for baseline in ["baseline.json", "zero.json"] {
+        let run = lint_promptly(&project, &["--baseline", baseline, "ok.py"]);
+        assert_one_error(
+            &run,
+            baseline,
+            &["cannot read the baseline", "not a regular file"],
+        );
+        assert_eq!(run.code, 2);
+    }
+}
+
+#[test]
+fn cache_file_that_is_a_fifo_or_dev_zero_is_ignored() {
+    for special in ["fifo", "zero"] {
+        let project = project_with_ok_file();
+        let folder = project
+            .path()
+            .join(".torchlint_cache")
+            .join(env!("CARGO_PKG_VERSION"));
+        fs::create_dir_all(&folder).unwrap();
+        let results = folder.join("results.json");
+        match special {
+            "fifo" => mkfifo(&results),
+            _ => symlink("/dev/zero", &results).unwrap(),
+        }
+
+        let run = lint_promptly(&project, &["ok.py"]);
+
+        assert_eq!(run.findings(), [OK_FINDING], "{special}: {run:#?}");
+        assert_eq!(run.code, 1, "{special}: {run:#?}");
+    }
+}
+
+#[test]
+fn stdin_of_endless_zeros_stops_at_the_first_nul() {
+    let project = project_with_ok_file();
+    let mut command = project.command();
+    command
+        .args([
+            "--output-format",
+            "concise",
+            "-",
+            "--stdin-filename",
+            "zero.py",
+        ])
+        .stdin(fs::File::open("/dev/zero").unwrap())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let started = Instant::now();
+    let run = Run::from(command.output().unwrap());
+
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert_one_error(&run, "zero.py", &["NUL byte"]);
+    assert_eq!(run.code, 2);
+}
+
+#[test]
+fn special_files_named_on_the_command_line_are_reported_each() {
+    let project = project_with_ok_file();
+    mkfifo(&project.path().join("pipe.py"));
+    let _listener =
+        std::os::unix::net::UnixListener::bind(project.path().join("socket.py")).unwrap();
+    symlink("/dev/zero", project.path().join("zero.py")).unwrap();
+
+    let run = lint_promptly(&project, &["pipe.py", "socket.py", "zero.py", "ok.py"]);
+
+    assert_eq!(errors(&run).len(), 3, "{run:#?}");
+    assert_error(&run, "pipe.py", &["FIFO", "not a regular file"]);
+    assert_error(&run, "socket.py", &["socket", "not a regular file"]);
+    assert_error(&run, "zero.py", &["character device", "not a regular file"]);
+    assert_ok_file_linted(&run);
+    assert_eq!(run.code, 2);
+}
+
+#[test]
+fn a_long_chain_of_symlinks_is_not_called_a_loop() {
+    let project = project_with_ok_file();
+    for i in 0..60 {
+        symlink(
+            format!("l{}.py", i + 1),
+            project.path().join(format!("l{i}.py")),
+        )
+        .unwrap();
+    }
+    project.write("l60.py", OK);
+
+    let run = lint_promptly(&project, &["l0.py", "ok.py"]);
+
+    assert_one_error(&run, "l0.py", &["too many levels of symbolic links"]);
+    assert!(!run.stderr.contains("loop"), "{}", run.stderr);
+    assert_ok_file_linted(&run);
+}
+
+#[test]
+fn a_file_named_twice_is_linted_once() {
+    let project = project_with_ok_file();
+    let absolute = project.path().join("ok.py");
+
+    let run = lint_promptly(&project, &["ok.py", absolute.to_str().unwrap(), "./ok.py"]);
+
+    assert_eq!(run.findings().len(), 1, "{run:#?}");
+    assert_eq!(run.code, 1);
+}
+
+#[test]
+fn a_report_that_cannot_reach_stdout_is_an_error_that_says_stdout() {
+    let project = project_with_ok_file();
+
+    let mut command = project.command();
+    command.args(["--output-format", "concise", "ok.py"]);
+    // SAFETY: close(2) is async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            libc_close_stdout();
+            Ok(())
+        });
+    }
+    let run = run_with_timeout_keeping_stdout(command);
+    assert!(
+        run.stderr.contains("cannot write the report to stdout"),
+        "closed stdout: {run:#?}"
+    );
+    assert_eq!(run.code, 2);
+
+    let mut command = project.command();
+    command
+        .args(["--output-format", "concise", "ok.py"])
+        .stdout(
+            fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/full")
+                .unwrap(),
+        )
+        .stderr(Stdio::piped());
+    let run = Run::from(command.output().unwrap());
+    assert!(
+        run.stderr.contains("cannot write the report to stdout")
+            && run.stderr.contains("No space left"),
+        "/dev/full: {run:#?}"
+    );
+    assert_eq!(run.code, 2);
+}
+
+fn libc_close_stdout() {
+    unsafe extern "C" {
+        fn close(fd: i32) -> i32;
+    }
+    // SAFETY: closing descriptor 1 of the child, before it runs torchlint.
+    unsafe {
+        close(1);
+    }
+}
+
+/// Runs a command whose stdout the test has closed: only stderr is read.
+fn run_with_timeout_keeping_stdout(mut command: Command) -> Run {
+    let output = command
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("run torchlint");
+    Run::from(output)
+}
+
+#[test]
+fn notebook_with_a_lone_surrogate_and_a_duplicate_key_is_linted_as_jupyter_reads_it() {
+    let project = project_with_ok_file();
+    // Python's `json` (and so Jupyter) keeps `"\ud800"` and takes a duplicate key's last value.
+    let notebook = r##"{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "metadata": {},
+      "cells": [
+        {"cell_type": "markdown", "metadata": {}, "source": ["# \ud800 notes"]},
+        {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": 1,
+         "source": ["import torch\n", "label = \"\ud800\"\n", "state = torch.load(\"x.pt\")\n"]}
+      ]}"##;
+    project.write("nb.ipynb", notebook);
+
+    let run = lint_promptly(&project, &["nb.ipynb", "ok.py"]);
+
+    assert_eq!(errors(&run), Vec::<&str>::new(), "{run:#?}");
+    assert!(
+        run.findings()
+            .contains(&"nb.ipynb:cell 2:line 3:9: TL108".to_owned()),
+        "{run:#?}"
+    );
+    assert_ok_file_linted(&run);
+}

@@ -437,6 +437,18 @@ fn config_errors_name_the_file_line_and_key() {
             "[tool.torchlint]\nper-file-ignores = { \"a[\" = [\"TL108\"] }\n",
             "pyproject.toml:2: invalid glob `a[`",
         ),
+        (
+            "[project]\nname = \"x\"\n\n[[tool.torchlint]]\nselect = [\"TL108\"]\n",
+            "pyproject.toml:4: `tool.torchlint` is an array of tables (`[[...]]`); it must be a table",
+        ),
+        (
+            "[tool]\ntorchlint = \"x\"\n",
+            "pyproject.toml:2: `tool.torchlint` is a string; it must be a table",
+        ),
+        (
+            "tool = 5\n",
+            "pyproject.toml:1: `tool` is an integer; it must be a table",
+        ),
     ];
     for (config, expected) in cases {
         project.write("pyproject.toml", config);
@@ -538,6 +550,10 @@ fn invalid_user_rules_are_reported_with_file_and_line() {
         (
             PACK_RULE.replace("resolves = \"callee\"", "resolves = \"calle\""),
             "no-cuda-sync.md:13: the pattern has no capture `@calle`",
+        ),
+        (
+            PACK_RULE.replace("`{callee}()`", "`{calee}()`"),
+            "the message's `{calee}`: the pattern has no capture `@calee` (it has: @callee, @call)",
         ),
         (
             PACK_RULE.replace("ACME001", "TL901"),

@@ -1,7 +1,7 @@
 //! `torchlint check`: discover, lint in parallel, render, and choose the exit code.
 
 use std::collections::BTreeMap;
-use std::io::{self, IsTerminal, Read, Write};
+use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -59,9 +59,12 @@ pub fn run(args: CheckArgs) -> u8 {
         };
         match settings {
             Ok(settings) => {
-                let mut bytes = Vec::new();
-                let outcome = match io::stdin().lock().read_to_end(&mut bytes) {
-                    Ok(_) => {
+                let read = crate::files::read_source_stream(
+                    &mut io::stdin().lock(),
+                    crate::files::MAX_STDIN_BYTES,
+                );
+                let outcome = match read {
+                    Ok(bytes) => {
                         if let Some(label) = source::unknown_coding_declaration(&bytes)
                             && !args.quiet
                         {
@@ -322,76 +325,22 @@ fn write_statistics(
     Ok(())
 }
 
-/// Writes the output to stdout, or to a file.
+/// Writes the output to stdout, or to a file; an error names where it could not be written.
 pub(super) fn emit(bytes: &[u8], file: Option<&Path>) -> io::Result<()> {
     match file {
-        None => {
-            let mut stdout = io::stdout().lock();
-            stdout.write_all(bytes)?;
-            stdout.flush()
-        }
-        Some(path) => write_atomically(path, bytes).map_err(|error| {
+        None => crate::files::write_stdout(bytes).map_err(|error| {
+            io::Error::new(
+                error.kind(),
+                format!("cannot write the report to stdout: {error}"),
+            )
+        }),
+        Some(path) => crate::files::write_output(path, bytes).map_err(|error| {
             io::Error::new(
                 error.kind(),
                 format!("{}: cannot write the findings: {error}", path.display()),
             )
         }),
     }
-}
-
-/// Replaces a file's content all at once: the bytes go to a new file beside the target,
-/// which is renamed over it only when complete, so a failed run never leaves half a report.
-/// The report keeps the old file's permissions (a new one gets the umask's), and a symlink
-/// keeps pointing at the updated report.
-pub(super) fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let target = resolve_symlinks(path)?;
-    if target.is_dir() {
-        return Err(io::Error::new(
-            io::ErrorKind::IsADirectory,
-            "it is a folder",
-        ));
-    }
-    let folder = target
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = target.file_name().unwrap_or_default().to_string_lossy();
-    let temporary = folder.join(format!(".{name}.{}.torchlint-tmp", std::process::id()));
-    let result = (|| {
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&temporary)?;
-        file.write_all(bytes)?;
-        if let Ok(existing) = std::fs::metadata(&target) {
-            file.set_permissions(existing.permissions())?;
-        }
-        file.sync_all()?;
-        std::fs::rename(&temporary, &target)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temporary);
-    }
-    result
-}
-
-/// The file a path finally names, following symlinks (also dangling ones).
-fn resolve_symlinks(path: &Path) -> io::Result<PathBuf> {
-    let mut current = path.to_owned();
-    for _ in 0..40 {
-        match std::fs::symlink_metadata(&current) {
-            Ok(metadata) if metadata.file_type().is_symlink() => {
-                let link = std::fs::read_link(&current)?;
-                current = match current.parent() {
-                    Some(parent) if link.is_relative() => parent.join(link),
-                    _ => link,
-                };
-            }
-            _ => return Ok(current),
-        }
-    }
-    Err(io::Error::other("too many levels of symbolic links"))
 }
 
 fn report_errors(errors: &[FileError], internal: &[(PathBuf, InternalError)], status: u8) -> u8 {
@@ -461,7 +410,7 @@ fn write_baseline(
         Baseline::default()
     };
     let baseline = previous.record(path, files, linted);
-    if let Err(error) = write_atomically(path, &baseline.to_json()) {
+    if let Err(error) = crate::files::write_output(path, &baseline.to_json()) {
         print_error(&format!(
             "{}: cannot write the baseline: {error}",
             path.display()

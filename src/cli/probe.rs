@@ -115,12 +115,12 @@ pub fn run(args: ProbeArgs) -> u8 {
         ProbeFormat::Json => probe::render_json(&probed.report, &mut out),
     };
     if let Err(error) = written.and_then(|()| super::check::emit(&out, None)) {
-        print_error(&format!("cannot write the report: {error}"));
+        print_error(&error.to_string());
         return 2;
     }
     if let Some(path) = &args.report {
         let page = probe::html::render(&probed.report);
-        if let Err(error) = super::check::write_atomically(path, page.as_bytes()) {
+        if let Err(error) = crate::files::write_output(path, page.as_bytes()) {
             print_error(&format!(
                 "{}: cannot write the HTML report: {error}",
                 path.display()

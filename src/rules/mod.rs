@@ -221,7 +221,7 @@ fn read_user_rule(
     path: &Path,
     hasher: &mut xxhash_rust::xxh3::Xxh3,
 ) -> Result<RuleMeta, FileError> {
-    let text = fs::read_to_string(path)
+    let text = crate::files::read_regular_to_string(path, crate::files::MAX_CONFIG_BYTES)
         .map_err(|error| FileError::new(path, format!("cannot read the rule file: {error}")))?;
     for part in [path.as_os_str().as_encoded_bytes(), text.as_bytes()] {
         hasher.update(&(part.len() as u64).to_le_bytes());

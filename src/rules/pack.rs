@@ -126,7 +126,7 @@ pub fn parse_rule_file(origin: Origin, text: &str) -> Result<RuleMeta, FileError
     let is_user = matches!(origin, Origin::User { .. });
     let implementation = match raw.implementation.get_ref().as_str() {
         "declarative" => {
-            let rule = DeclarativeRule::from_raw(raw.matches, front)
+            let rule = DeclarativeRule::from_raw(raw.matches, front, &raw.message)
                 .map_err(|e| error(at(e.offset), e.message))?;
             Implementation::Declarative(Arc::new(rule))
         }

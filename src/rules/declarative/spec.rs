@@ -167,11 +167,21 @@ struct RawFix {
     text: String,
 }
 
+/// `{name}` in a message: the text of the capture `@name`.
+static PLACEHOLDER: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    regex::Regex::new(r"\{([A-Za-z_][A-Za-z0-9_.\-]*)\}").expect("a valid regex")
+});
+
 const PREDICATE_KINDS: &str = "`resolves`, `lacks-argument`, `has-argument`, `inside`, `not-inside`, `grad`, `contains-training`, `statement-not-matching`";
 
 impl DeclarativeRule {
     /// Validates the raw tables. `toml_text` is the front matter the spans point into.
-    pub fn from_raw(raw: Vec<Spanned<RawMatch>>, toml_text: &str) -> Result<Self, SpecError> {
+    /// `message` is the rule's message, which clauses without a message of their own report.
+    pub fn from_raw(
+        raw: Vec<Spanned<RawMatch>>,
+        toml_text: &str,
+        message: &str,
+    ) -> Result<Self, SpecError> {
         if raw.is_empty() {
             return Err(SpecError::at(
                 0,
@@ -180,14 +190,18 @@ impl DeclarativeRule {
         }
         let clauses = raw
             .into_iter()
-            .map(|clause| MatchClause::from_raw(clause, toml_text))
+            .map(|clause| MatchClause::from_raw(clause, toml_text, message))
             .collect::<Result<_, _>>()?;
         Ok(DeclarativeRule { clauses })
     }
 }
 
 impl MatchClause {
-    fn from_raw(raw: Spanned<RawMatch>, toml_text: &str) -> Result<Self, SpecError> {
+    fn from_raw(
+        raw: Spanned<RawMatch>,
+        toml_text: &str,
+        rule_message: &str,
+    ) -> Result<Self, SpecError> {
         let clause_offset = raw.span().start;
         let raw = raw.into_inner();
         let pattern_span = raw.pattern.span();
@@ -301,7 +315,16 @@ impl MatchClause {
             }
         };
 
-        let _ = clause_offset;
+        // A placeholder no capture fills would be printed as it is, braces and all.
+        let message = raw.message.as_deref().unwrap_or(rule_message);
+        for placeholder in PLACEHOLDER.captures_iter(message) {
+            capture(&placeholder[1], clause_offset).map_err(|error| {
+                SpecError::at(
+                    error.offset,
+                    format!("the message's `{}`: {}", &placeholder[0], error.message),
+                )
+            })?;
+        }
         let direct = direct_field_captures(&pattern);
         let prefilter = require
             .iter()
