@@ -85,6 +85,16 @@ impl Client {
         client
     }
 
+    /// A request the server can always answer (hover on a document it does not know): whether
+    /// the session still reads what follows.
+    fn answered(&mut self) -> bool {
+        let response = self.request(
+            "textDocument/hover",
+            json!({ "textDocument": { "uri": "file:///nowhere.py" }, "position": { "line": 0, "character": 0 } }),
+        );
+        response["result"].is_null() && response.get("error").is_none()
+    }
+
     fn send_raw(&mut self, body: &str) {
         write!(self.stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
         self.stdin.flush().unwrap();
@@ -496,5 +506,40 @@ fn a_document_is_linted_with_the_rest_of_its_project() {
         json!({ "changes": [{ "uri": uri, "type": 1 }] }),
     );
     assert_eq!(client.codes_of(&metrics), ["TL101"]);
+    assert_eq!(client.shutdown(), 0);
+}
+
+#[test]
+fn requests_after_shutdown_are_invalid() {
+    let mut client = Client::start(Value::Null);
+    client.open(EVAL_HAZARD);
+    client.diagnostics();
+    let response = client.request("shutdown", Value::Null);
+    assert!(response.get("error").is_none(), "{response}");
+    // Hover and code actions used to be answered as if nothing had happened.
+    let uri = client.uri.clone();
+    let response = client.request(
+        "textDocument/hover",
+        json!({ "textDocument": { "uri": uri }, "position": { "line": 10, "character": 6 } }),
+    );
+    assert_eq!(response["error"]["code"], -32600, "{response}");
+    let response = client.request(
+        "textDocument/codeAction",
+        json!({ "textDocument": { "uri": uri }, "range": range((10, 0), (10, 9)), "context": { "diagnostics": [] } }),
+    );
+    assert_eq!(response["error"]["code"], -32600, "{response}");
+    let response = client.request("shutdown", Value::Null);
+    assert_eq!(response["error"]["code"], -32600, "{response}");
+    client.notify("exit", Value::Null);
+    assert_eq!(client.child.wait().unwrap().code(), Some(0));
+}
+
+#[test]
+fn a_second_initialize_is_invalid() {
+    let mut client = Client::start(Value::Null);
+    // It used to be an unknown method (-32601).
+    let response = client.request("initialize", json!({ "capabilities": {} }));
+    assert_eq!(response["error"]["code"], -32600, "{response}");
+    assert!(client.answered());
     assert_eq!(client.shutdown(), 0);
 }
