@@ -27,6 +27,12 @@ const MAX_HEADER_LINE: u64 = 8 << 10;
 /// a line end).
 const MAX_LENGTH_VALUE: u64 = 64;
 
+/// How many bytes of bad bodies the reader re-reads between two messages. A body is replayed
+/// so that the frames a too-long length took are still read; but a crafted body can hold
+/// headers whose bodies hold headers, each re-reading most of the bytes again. Past this
+/// budget a bad body is dropped instead, which bounds the work per byte of input.
+const MAX_REPLAY: u64 = 4 * MAX_FRAME_BYTES;
+
 /// The header that starts a frame, matched without regard to case (header names are
 /// case-insensitive). Its `c` occurs only once, which keeps the byte-wise scan for it simple.
 const CONTENT_LENGTH: &[u8] = b"content-length:";
@@ -57,6 +63,10 @@ pub fn read_stdin() -> Receiver<Incoming> {
 pub struct FrameReader<R> {
     input: Rewind<R>,
     state: State,
+    /// Bytes of bad bodies replayed since the last message, and how many may be (see
+    /// [`MAX_REPLAY`]).
+    replayed: u64,
+    replay_budget: u64,
 }
 
 enum State {
@@ -89,6 +99,8 @@ impl<R: BufRead> FrameReader<R> {
                 input,
             },
             state: FRESH,
+            replayed: 0,
+            replay_budget: MAX_REPLAY,
         }
     }
 
@@ -180,7 +192,7 @@ impl<R: BufRead> FrameReader<R> {
         }
         if (body.len() as u64) < length {
             // The length was too long for what was left: the next frames may be in the body.
-            return self.lost(
+            return self.lost_body(
                 &body,
                 format!(
                     "the input ended {} bytes into a frame of {length} bytes",
@@ -191,23 +203,37 @@ impl<R: BufRead> FrameReader<R> {
         match serde_json::from_slice::<Message>(&body) {
             Ok(message) => {
                 self.state = FRESH;
+                self.replayed = 0;
                 Step::Yield(Incoming::Message(message))
             }
             // A length too long takes the start of the next frame into this body; it is
             // scanned again (a JSON body cannot hold a header line of its own: a string cannot
             // hold a line end).
-            Err(error) => self.lost(&body, format!("malformed message: {error}")),
+            Err(error) => self.lost_body(&body, format!("malformed message: {error}")),
         }
     }
 
     /// Gives up on the frame at hand: reports `error` once and resynchronises, scanning
     /// `replay` (what was read of the bad frame that may hold the next header) before the
-    /// rest of the input. A bad header line is replayed from its second byte and a body
-    /// whole (its header is behind it), which keeps the reader moving.
+    /// rest of the input. It must not be all that was read, which keeps the reader moving: a
+    /// bad header line is replayed from its second byte, a body without its header.
     fn lost(&mut self, replay: &[u8], error: String) -> Step {
         self.input.unread(replay);
         self.state = State::Resync;
         Step::Yield(Incoming::Malformed(error))
+    }
+
+    /// Gives up on a frame whose body was read: the body is replayed whole (its header is
+    /// behind it), within [`MAX_REPLAY`].
+    fn lost_body(&mut self, body: &[u8], error: String) -> Step {
+        let length = body.len() as u64;
+        let replay = if self.replayed + length <= self.replay_budget {
+            self.replayed += length;
+            body
+        } else {
+            &[]
+        };
+        self.lost(replay, error)
     }
 
     /// Skips to the next `Content-Length:` that has a valid length after it.
@@ -544,6 +570,28 @@ mod tests {
         input.extend(frame(1));
         let read = read_all(&input);
         assert_eq!(messages(&read), ["m1"], "{read:?}");
+    }
+
+    #[test]
+    fn bodies_nested_in_bad_bodies_are_replayed_within_a_budget() {
+        // Each header claims the next 100,000 bytes, which hold all the headers after it:
+        // replayed without end that is 20,000 bodies of 100 KB re-read (2 GB).
+        let header = b"Content-Length: 100000\r\n\r\n";
+        let mut input = header.repeat(20_000);
+        input.extend(vec![b'x'; 100_000]);
+        let mut reader = FrameReader::new(input.as_slice());
+        reader.replay_budget = 1 << 20;
+        let mut replayed = 0;
+        while let Some(incoming) = reader.next() {
+            assert!(matches!(incoming, Incoming::Malformed(_)));
+            replayed = replayed.max(reader.replayed);
+        }
+        assert!(replayed <= 1 << 20, "{replayed}");
+        // Within the budget, what a bad body took is still read: the frame after a header
+        // that claims too much.
+        let mut input = b"Content-Length: 100000\r\n\r\n".to_vec();
+        input.extend(frame(0));
+        assert_eq!(messages(&read_all(&input)), ["m0"]);
     }
 
     /// How a frame is damaged in a generated stream.
