@@ -86,6 +86,7 @@ enum Step {
     End,
 }
 
+/// At the start of a frame, as after one read whole.
 const FRESH: State = State::Headers {
     length: None,
     seen: false,
@@ -680,11 +681,15 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(cases()))]
 
-        /// Any bytes: no panic, and the reader comes to the end.
+        /// Any bytes: no panic, the reader comes to the end, and a frame after them is read.
         #[test]
         fn any_bytes_are_read_to_the_end(bytes in proptest::collection::vec(any::<u8>(), 0..2000)) {
             let read = read_all(&bytes);
             prop_assert!(read.len() <= bytes.len());
+            let mut input = bytes;
+            input.extend(frame(0));
+            let read = read_all(&input);
+            prop_assert_eq!(messages(&read), ["m0"]);
         }
 
         /// Frames, some damaged: every intact frame is read, in order, whatever came before
