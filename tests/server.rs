@@ -85,6 +85,39 @@ impl Client {
         client
     }
 
+    /// Bytes as they are, framed or not.
+    fn send_bytes(&mut self, bytes: &[u8]) {
+        self.stdin.write_all(bytes).unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// A request framed with the given `Content-Length` header value (right or not); its id.
+    fn send_with_length(&mut self, length: &str, method: &str, params: Value) -> i64 {
+        self.next_id += 1;
+        let body =
+            json!({ "jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params })
+                .to_string();
+        self.send_bytes(format!("Content-Length: {length}\r\n\r\n{body}").as_bytes());
+        self.next_id
+    }
+
+    /// The next parse error (id null); its message.
+    fn parse_error(&mut self) -> String {
+        let error = self.wait_for(|m| m["id"].is_null() && m.get("error").is_some());
+        assert_eq!(error["error"]["code"], -32700, "{error}");
+        error["error"]["message"].as_str().unwrap().to_owned()
+    }
+
+    /// A request the server can always answer (hover on a document it does not know): whether
+    /// the session still reads what follows.
+    fn answered(&mut self) -> bool {
+        let response = self.request(
+            "textDocument/hover",
+            json!({ "textDocument": { "uri": "file:///nowhere.py" }, "position": { "line": 0, "character": 0 } }),
+        );
+        response["result"].is_null() && response.get("error").is_none()
+    }
+
     fn send_raw(&mut self, body: &str) {
         write!(self.stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
         self.stdin.flush().unwrap();
@@ -496,5 +529,110 @@ fn a_document_is_linted_with_the_rest_of_its_project() {
         json!({ "changes": [{ "uri": uri, "type": 1 }] }),
     );
     assert_eq!(client.codes_of(&metrics), ["TL101"]);
+    assert_eq!(client.shutdown(), 0);
+}
+
+const NOWHERE: &str = r#"{ "textDocument": { "uri": "file:///nowhere.py" }, "position": { "line": 0, "character": 0 } }"#;
+
+#[test]
+fn a_content_length_over_the_limit_is_refused_without_waiting_or_allocating() {
+    let mut client = Client::start(Value::Null);
+    // Used to panic (capacity overflow), abort (allocation failure) and wait for 100 GB.
+    for length in [
+        "18446744073709551615",
+        "4611686018427387904",
+        "100000000000",
+    ] {
+        client.send_bytes(format!("Content-Length: {length}\r\n\r\n").as_bytes());
+        let message = client.parse_error();
+        assert!(message.contains("64 MiB"), "{message}");
+        assert!(client.answered(), "after Content-Length: {length}");
+    }
+    // A length too large for any integer: a bad header, and the session goes on.
+    client.send_bytes(b"Content-Length: 99999999999999999999999\r\n\r\n");
+    client.parse_error();
+    assert!(client.answered());
+    assert_eq!(client.shutdown(), 0);
+}
+
+#[test]
+fn a_malformed_header_line_costs_that_line_only() {
+    let mut client = Client::start(Value::Null);
+    // Invalid UTF-8 used to end the session, stdin still open.
+    client.send_bytes(b"X-Junk: \xff\xfe\r\n");
+    let message = client.parse_error();
+    assert!(message.contains("header"), "{message}");
+    assert!(client.answered());
+    client.send_bytes(b"no colon here\r\n");
+    client.parse_error();
+    assert!(client.answered());
+    assert_eq!(client.shutdown(), 0);
+}
+
+#[test]
+fn a_wrong_content_length_costs_only_its_message() {
+    let mut client = Client::start(Value::Null);
+    let params: Value = serde_json::from_str(NOWHERE).unwrap();
+    let body_len = |client: &Client| {
+        json!({ "jsonrpc": "2.0", "id": client.next_id + 1, "method": "textDocument/hover", "params": params })
+            .to_string()
+            .len()
+    };
+    // A few bytes short: the rest of the body used to be read as headers, and nothing after
+    // it was answered.
+    let short = body_len(&client) - 3;
+    client.send_with_length(&short.to_string(), "textDocument/hover", params.clone());
+    client.parse_error();
+    assert!(client.answered(), "after a short length");
+    // A few bytes long: the body takes the start of the next frame, which is found again.
+    let long = body_len(&client) + 3;
+    client.send_with_length(&long.to_string(), "textDocument/hover", params.clone());
+    let length = body_len(&client).to_string();
+    let id = client.send_with_length(&length, "textDocument/hover", params.clone());
+    client.parse_error();
+    let response = client.wait_for(|m| m["id"] == id);
+    assert!(
+        response["result"].is_null(),
+        "after a long length: {response}"
+    );
+    // Unparsable: the body that follows is skipped.
+    client.send_with_length("12x", "textDocument/hover", params.clone());
+    client.parse_error();
+    assert!(client.answered(), "after an unparsable length");
+    assert_eq!(client.shutdown(), 0);
+}
+
+#[test]
+fn requests_after_shutdown_are_invalid() {
+    let mut client = Client::start(Value::Null);
+    client.open(EVAL_HAZARD);
+    client.diagnostics();
+    let response = client.request("shutdown", Value::Null);
+    assert!(response.get("error").is_none(), "{response}");
+    // Hover and code actions used to be answered as if nothing had happened.
+    let uri = client.uri.clone();
+    let response = client.request(
+        "textDocument/hover",
+        json!({ "textDocument": { "uri": uri }, "position": { "line": 10, "character": 6 } }),
+    );
+    assert_eq!(response["error"]["code"], -32600, "{response}");
+    let response = client.request(
+        "textDocument/codeAction",
+        json!({ "textDocument": { "uri": uri }, "range": range((10, 0), (10, 9)), "context": { "diagnostics": [] } }),
+    );
+    assert_eq!(response["error"]["code"], -32600, "{response}");
+    let response = client.request("shutdown", Value::Null);
+    assert_eq!(response["error"]["code"], -32600, "{response}");
+    client.notify("exit", Value::Null);
+    assert_eq!(client.child.wait().unwrap().code(), Some(0));
+}
+
+#[test]
+fn a_second_initialize_is_invalid() {
+    let mut client = Client::start(Value::Null);
+    // It used to be an unknown method (-32601).
+    let response = client.request("initialize", json!({ "capabilities": {} }));
+    assert_eq!(response["error"]["code"], -32600, "{response}");
+    assert!(client.answered());
     assert_eq!(client.shutdown(), 0);
 }

@@ -217,6 +217,19 @@ impl Server {
         self.lint_dirty(std::mem::take(dirty));
         let id = request.id.clone();
         let response = match request.method.as_str() {
+            // After `shutdown` every request is refused, `shutdown` itself included, as the
+            // spec asks; checked first so that no method's arm can forget it.
+            _ if self.shutdown_requested => Response::new_err(
+                id,
+                ErrorCode::InvalidRequest as i32,
+                "the server is shutting down".to_owned(),
+            ),
+            // `initialize` is answered once, in the handshake.
+            lsp_types::request::Initialize::METHOD => Response::new_err(
+                id,
+                ErrorCode::InvalidRequest as i32,
+                "the server is already initialized".to_owned(),
+            ),
             lsp_types::request::Shutdown::METHOD => {
                 self.shutdown_requested = true;
                 Response::new_ok(id, ())
@@ -233,11 +246,6 @@ impl Server {
                     Err(error) => invalid_params(id, &error),
                 }
             }
-            _ if self.shutdown_requested => Response::new_err(
-                id,
-                ErrorCode::InvalidRequest as i32,
-                "the server is shutting down".to_owned(),
-            ),
             method => Response::new_err(
                 id,
                 ErrorCode::MethodNotFound as i32,
