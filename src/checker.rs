@@ -477,7 +477,7 @@ impl<'a> Checker<'a> {
                     range: facts.header.clone(),
                     reason: format!(
                         "this loop runs once per training step (it calls `{}`)",
-                        &self.text()[call]
+                        crate::rules::snippet(&self.text()[call], 50)
                     ),
                 });
             }
@@ -490,7 +490,7 @@ impl<'a> Checker<'a> {
                     range: facts.header.clone(),
                     reason: format!(
                         "this loop runs once per batch of `{}`",
-                        self.node_text(iterable)
+                        crate::rules::snippet(self.node_text(iterable), 50)
                     ),
                 });
             }
@@ -506,7 +506,7 @@ impl<'a> Checker<'a> {
                 reason: format!(
                     "`{}` is a training step: it calls `{}`, so it runs once per batch",
                     facts.name,
-                    &self.text()[call.clone()]
+                    crate::rules::snippet(&self.text()[call.clone()], 50)
                 ),
             });
         }
@@ -543,6 +543,16 @@ impl<'a> Checker<'a> {
             return None;
         }
         Some((frame.node, frame.function?))
+    }
+
+    /// Whether `node` lies in the body of `statement` (a loop or a `def`), the code that runs
+    /// on every iteration or call. Error recovery can attach code to a statement outside its
+    /// body (`def p(:` followed by stray code, or `for x in d:` followed by an unclosed
+    /// bracket): that code takes no context from the statement.
+    pub fn in_body(&self, node: Node<'_>, statement: Node<'a>) -> bool {
+        self.field(statement, FIELDS.body).is_some_and(|body| {
+            body.start_byte() <= node.start_byte() && node.end_byte() <= body.end_byte()
+        })
     }
 
     /// The innermost loop of the current function, if any.

@@ -44,8 +44,13 @@ impl FileError {
 impl fmt::Display for FileError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.line {
-            Some(line) => write!(f, "{}:{line}: {}", self.path.display(), self.message),
-            None => write!(f, "{}: {}", self.path.display(), self.message),
+            Some(line) => write!(
+                f,
+                "{}:{line}: {}",
+                crate::escape::path(&self.path),
+                self.message
+            ),
+            None => write!(f, "{}: {}", crate::escape::path(&self.path), self.message),
         }
     }
 }

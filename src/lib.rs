@@ -12,6 +12,7 @@ pub mod cli;
 pub mod diagnostic;
 pub mod discovery;
 pub mod error;
+pub mod escape;
 pub mod files;
 pub mod fingerprint;
 pub mod linter;

@@ -203,20 +203,23 @@ fn syntax_errors(
         .iter()
         .map(|error| {
             let message = match &error.missing {
-                Some(token) => format!("syntax error: expected `{token}`"),
+                Some(token) => {
+                    format!(
+                        "syntax error: expected `{}`",
+                        crate::rules::snippet(token, 40)
+                    )
+                }
                 None => {
                     let text = &source.text()[error.range.clone()];
-                    let first_line = text.lines().next().unwrap_or("").trim();
+                    let end = memchr::memchr2(b'\n', b'\r', text.as_bytes()).unwrap_or(text.len());
+                    let first_line = text[..end].trim();
                     if first_line.is_empty() {
                         "syntax error: unexpected input".to_owned()
                     } else {
-                        let shown: String = first_line.chars().take(40).collect();
-                        let ellipsis = if shown.len() < first_line.len() {
-                            "..."
-                        } else {
-                            ""
-                        };
-                        format!("syntax error: cannot parse `{shown}{ellipsis}`")
+                        format!(
+                            "syntax error: cannot parse `{}`",
+                            crate::rules::snippet(first_line, 40)
+                        )
                     }
                 }
             };

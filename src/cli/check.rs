@@ -70,7 +70,7 @@ pub fn run(args: CheckArgs) -> u8 {
                         {
                             eprintln!(
                                 "warning: {}: declares the unknown encoding `{label}`; linted as UTF-8, which its bytes are",
-                                name.display()
+                                crate::escape::path(&name)
                             );
                         }
                         run::lint_alone(&name, &bytes, &settings, args.parse_only)
@@ -187,7 +187,7 @@ pub fn run(args: CheckArgs) -> u8 {
         {
             eprintln!(
                 "warning: cannot write the result cache in {}: {error} (pass `--no-cache` to skip it)",
-                location.display()
+                crate::escape::path(&location)
             );
         }
     }
@@ -337,7 +337,10 @@ pub(super) fn emit(bytes: &[u8], file: Option<&Path>) -> io::Result<()> {
         Some(path) => crate::files::write_output(path, bytes).map_err(|error| {
             io::Error::new(
                 error.kind(),
-                format!("{}: cannot write the findings: {error}", path.display()),
+                format!(
+                    "{}: cannot write the findings: {error}",
+                    crate::escape::path(path)
+                ),
             )
         }),
     }
@@ -356,7 +359,7 @@ fn report_errors(errors: &[FileError], internal: &[(PathBuf, InternalError)], st
             "internal error in {} ({}) while linting {}: {}. This is a torchlint bug: the rule was skipped for this file and the other rules' findings are reported. Please report it with the file, or silence it with `--ignore {}`.",
             error.rule.code,
             error.rule.name,
-            path.display(),
+            crate::escape::path(path),
             error.message,
             error.rule.code
         ));
@@ -372,7 +375,7 @@ fn report_errors(errors: &[FileError], internal: &[(PathBuf, InternalError)], st
 fn show_files(targets: &[LintTarget], errors: &[FileError], output: Option<&Path>) -> u8 {
     let mut listing = Vec::new();
     for target in targets {
-        listing.extend_from_slice(display_path(&target.path).to_string_lossy().as_bytes());
+        listing.extend_from_slice(crate::escape::path(&display_path(&target.path)).as_bytes());
         listing.push(b'\n');
     }
     if let Err(error) = emit(&listing, output)
@@ -413,7 +416,7 @@ fn write_baseline(
     if let Err(error) = crate::files::write_output(path, &baseline.to_json()) {
         print_error(&format!(
             "{}: cannot write the baseline: {error}",
-            path.display()
+            crate::escape::path(path)
         ));
         return 2;
     }
@@ -422,7 +425,7 @@ fn write_baseline(
         eprintln!(
             "Wrote {count} {} to {}.",
             if count == 1 { "finding" } else { "findings" },
-            path.display()
+            crate::escape::path(path)
         );
     }
     report_errors(errors, internal, 0)
@@ -438,7 +441,7 @@ fn report_baseline(applied: &baseline::Applied, path: &Path) {
             } else {
                 "findings"
             },
-            path.display()
+            crate::escape::path(path)
         );
     }
     if applied.fixed.is_empty() {

@@ -624,7 +624,7 @@ fn lint_in_project(
     let warning = source::unknown_coding_declaration(bytes).map(|label| {
         format!(
             "{}: declares the unknown encoding `{label}`; linted as UTF-8, which its bytes are",
-            display_path(&target.path).display()
+            crate::escape::path(&display_path(&target.path))
         )
     });
     let project = ProjectContext {

@@ -16,7 +16,7 @@ pub fn render(report: &Report<'_>, color: bool, out: &mut dyn Write) -> io::Resu
         writeln!(
             out,
             "{bold}{}{reset}:{}: {red}{}{reset} {}",
-            source.name().display(),
+            crate::escape::path(source.name()),
             position(&start),
             diagnostic.code(),
             diagnostic.message

@@ -41,7 +41,7 @@ impl<'a> FileDb<'a> {
         for file in files {
             first_view.push(views.len());
             let source = &*file.source;
-            let name = source.name().display().to_string();
+            let name = crate::escape::path(source.name());
             let before = views.len();
             views.extend(
                 source

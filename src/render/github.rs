@@ -13,7 +13,7 @@ pub fn render(report: &Report<'_>, out: &mut dyn Write) -> io::Result<()> {
             Severity::Warning => "warning",
             Severity::Info => "notice",
         };
-        let path = source.name().display().to_string();
+        let path = crate::escape::path(source.name());
         writeln!(
             out,
             "::{level} title={},file={},line={},col={},endLine={},endColumn={}::{}",

@@ -29,7 +29,7 @@ pub fn render(report: &Report<'_>, out: &mut dyn Write) -> io::Result<()> {
         .iter()
         .filter(|file| !file.diagnostics.is_empty())
     {
-        let path = escape(&file.source.name().display().to_string());
+        let path = escape(&crate::escape::path(file.source.name()));
         let count = file.diagnostics.len();
         writeln!(
             out,
@@ -60,6 +60,11 @@ pub fn render(report: &Report<'_>, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out, "</testsuites>")
 }
 
+/// Text for an attribute value or element content: markup escaped, `\t` `\n` `\r` as
+/// character references (attribute-value normalisation would turn them into spaces, and
+/// line-end normalisation a `\r` into `\n`), and every character XML 1.0 cannot carry at all
+/// (`Char ::= #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF]`: the other
+/// controls, U+FFFE, U+FFFF) as U+FFFD.
 fn escape(text: &str) -> String {
     let mut escaped = String::with_capacity(text.len());
     for character in text.chars() {
@@ -69,12 +74,19 @@ fn escape(text: &str) -> String {
             '>' => escaped.push_str("&gt;"),
             '"' => escaped.push_str("&quot;"),
             '\'' => escaped.push_str("&apos;"),
-            // XML 1.0 has no way to write most control characters: drop them.
-            c if (c as u32) < 0x20 && !matches!(c, '\t' | '\n' | '\r') => {}
-            c => escaped.push(c),
+            '\t' => escaped.push_str("&#9;"),
+            '\n' => escaped.push_str("&#10;"),
+            '\r' => escaped.push_str("&#13;"),
+            c if is_xml_char(c) => escaped.push(c),
+            _ => escaped.push(char::REPLACEMENT_CHARACTER),
         }
     }
     escaped
+}
+
+/// XML 1.0's `Char` production (Rust's `char` has no surrogates to exclude).
+fn is_xml_char(c: char) -> bool {
+    matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{FFFD}' | '\u{10000}'..)
 }
 
 #[cfg(test)]
@@ -85,7 +97,16 @@ mod tests {
     fn escapes_markup_and_control_characters() {
         assert_eq!(
             escape("a < b && \"c\" > 'd'\u{1}"),
-            "a &lt; b &amp;&amp; &quot;c&quot; &gt; &apos;d&apos;"
+            "a &lt; b &amp;&amp; &quot;c&quot; &gt; &apos;d&apos;\u{FFFD}"
         );
+    }
+
+    #[test]
+    fn replaces_what_xml_cannot_carry_and_keeps_whitespace_through_normalisation() {
+        assert_eq!(
+            escape("\u{FFFE}\u{FFFF}\u{0}\u{1b}\u{7f}\u{D7FF}\u{E000}\u{FFFD}\u{10000}"),
+            "\u{FFFD}\u{FFFD}\u{FFFD}\u{FFFD}\u{7f}\u{D7FF}\u{E000}\u{FFFD}\u{10000}"
+        );
+        assert_eq!(escape("a\tb\nc\rd"), "a&#9;b&#10;c&#13;d");
     }
 }

@@ -99,6 +99,12 @@ fn cell_note(location: &DisplayLocation) -> String {
 }
 
 /// The absolute form of a shown path (JSON and SARIF carry absolute paths, as Ruff's do).
+///
+/// The text formats (full, concise, github, junit) show names through [`crate::escape::path`]
+/// (`bad\xff.py`, `new\nline.py`). The JSON formats carry them unescaped, a newline or an
+/// escape character as JSON escapes it; JSON strings cannot hold a byte that is not UTF-8, so
+/// JSON and GitLab show U+FFFD for one, and SARIF's `file://` URI percent-encodes it (`%FF`),
+/// which names the file exactly.
 fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
 }

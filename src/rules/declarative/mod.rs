@@ -165,21 +165,11 @@ fn fill_placeholders(
         let text = found
             .nodes_for_capture_index(index as u32)
             .next()
-            .map(|node| shorten(checker.node_text(node)))
+            .map(|node| crate::rules::snippet(checker.node_text(node), 60))
             .unwrap_or_default();
         message = message.replace(&placeholder, &text);
     }
     message
-}
-
-fn shorten(text: &str) -> String {
-    let first_line = text.lines().next().unwrap_or("");
-    if first_line.chars().count() > 60 || first_line.len() < text.trim_end().len() {
-        let short: String = first_line.chars().take(57).collect();
-        format!("{short}...")
-    } else {
-        first_line.to_owned()
-    }
 }
 
 fn fix_edit(fix: &FixSpec, found: &QueryMatch<'_, '_>) -> Option<Edit> {

@@ -394,7 +394,7 @@ pub fn per_batch_reason<'a>(checker: &Checker<'a>, loop_node: Node<'a>) -> Optio
     {
         return Some(format!(
             "this loop runs once per training step (it calls `{}`)",
-            &checker.text()[call]
+            crate::rules::snippet(&checker.text()[call], 50)
         ));
     }
     if loop_node.kind_id() == KINDS.for_statement
@@ -403,7 +403,7 @@ pub fn per_batch_reason<'a>(checker: &Checker<'a>, loop_node: Node<'a>) -> Optio
     {
         return Some(format!(
             "this loop runs once per batch of `{}`",
-            checker.node_text(iterable)
+            short(checker, iterable)
         ));
     }
     let over_modules = checker
@@ -413,8 +413,12 @@ pub fn per_batch_reason<'a>(checker: &Checker<'a>, loop_node: Node<'a>) -> Optio
         // Loops inside a model's own code run per layer or per chunk of one forward pass.
         return None;
     }
-    runs_forward(checker, loop_node)
-        .map(|call| format!("this loop runs the model once per iteration (`{call}`)"))
+    runs_forward(checker, loop_node).map(|call| {
+        format!(
+            "this loop runs the model once per iteration (`{}`)",
+            crate::rules::snippet(call, 50)
+        )
+    })
 }
 
 /// Whether a node is in a method of an `nn.Module` class.
@@ -735,7 +739,7 @@ pub fn per_batch_function<'a>(checker: &Checker<'a>) -> Option<(TextRange, Strin
             format!(
                 "`{}` is a training step (it calls `{}`)",
                 facts.name,
-                &checker.text()[call.clone()]
+                crate::rules::snippet(&checker.text()[call.clone()], 50)
             ),
         ));
     }
@@ -744,15 +748,7 @@ pub fn per_batch_function<'a>(checker: &Checker<'a>) -> Option<(TextRange, Strin
 
 /// The text of a node, shortened to its first line.
 pub fn short<'a>(checker: &Checker<'a>, node: Node<'_>) -> String {
-    let full = text(node, checker.text());
-    let line = first_line(full);
-    if line.chars().count() > 50 {
-        format!("{}...", line.chars().take(47).collect::<String>())
-    } else if line.len() < full.len() {
-        format!("{line}...")
-    } else {
-        line.to_owned()
-    }
+    crate::rules::snippet(text(node, checker.text()), 50)
 }
 
 /// The canonical name of a method of one of this file's classes (see `FactBase::canonical`).
@@ -922,7 +918,7 @@ pub fn record_graph_arguments<'a>(checker: &Checker<'a>, node: Node<'a>) {
             keyword: keyword.map(str::to_owned),
             per_batch,
             container: facts.kind == crate::semantic::values::Kind::Container,
-            site: format!("{}:{row}", checker.source.name().display()),
+            site: format!("{}:{row}", crate::escape::path(checker.source.name())),
             from,
         });
     }

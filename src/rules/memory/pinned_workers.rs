@@ -167,7 +167,7 @@ impl Check for PinnedWorkers {
             .replace("{max}", &max_workers.to_string());
         let mut diagnostic = Diagnostic::new(rule, message, call.byte_range());
         if workers_node.byte_range() != call.byte_range() {
-            let shown = checker.node_text(workers_node);
+            let shown = super::short(checker, workers_node);
             diagnostic = diagnostic.with_label(
                 workers_node.byte_range(),
                 match workers {

@@ -74,6 +74,11 @@ impl Check for RetainGraphInLoop {
             }
             None => return,
         };
+        // The loop or step function must hold the call in its body: code that error recovery
+        // attached to its header is no part of it.
+        if !checker.in_body(call, region) {
+            return;
+        }
         let Some(target) = backward_target(checker, call, is_autograd_backward) else {
             return;
         };
@@ -93,7 +98,9 @@ impl Check for RetainGraphInLoop {
             // step, several task losses): what `retain_graph=True` is for.
             return;
         }
-        let message = rule.message.replace("{call}", checker.node_text(callee));
+        let message = rule
+            .message
+            .replace("{call}", &super::short(checker, callee));
         out.push(Diagnostic::new(rule, message, call.byte_range()).with_label(label, why));
     }
 }

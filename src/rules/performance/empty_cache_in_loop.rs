@@ -62,7 +62,10 @@ impl Check for EmptyCacheInLoop {
         let Some(evidence) = checker.per_batch() else {
             return;
         };
-        let message = rule.message.replace("{callee}", checker.node_text(callee));
+        let message = rule.message.replace(
+            "{callee}",
+            &crate::rules::snippet(checker.node_text(callee), 50),
+        );
         out.push(
             Diagnostic::new(rule, message, call.byte_range())
                 .with_label(evidence.range, evidence.reason),
