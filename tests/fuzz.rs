@@ -10,7 +10,7 @@ use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config, FileFailurePersistence};
+use proptest::test_runner::Config;
 
 use torchlint::diagnostic::FileDiagnostics;
 use torchlint::project::run::{self, Outcome};
@@ -27,12 +27,8 @@ fn config() -> Config {
         .ok()
         .and_then(|cases| cases.parse().ok())
         .unwrap_or(24);
-    Config {
-        cases,
-        // A failing input is kept beside this file, so the next run tries it first.
-        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("regressions"))),
-        ..Config::default()
-    }
+    // A failing input is kept in proptest-regressions/fuzz.txt: later runs try it first.
+    Config::with_cases(cases)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -110,7 +106,11 @@ enum Mutation {
     /// Insert these bytes.
     Insert { at: f64, bytes: Vec<u8> },
     /// Repeat a region many times.
-    Repeat { at: f64, length: usize, times: usize },
+    Repeat {
+        at: f64,
+        length: usize,
+        times: usize,
+    },
     /// Wrap a region in deep brackets, or indent it deep.
     Nest { at: f64, depth: usize, kind: u8 },
     /// A huge line: one token repeated.
@@ -334,7 +334,12 @@ fn check_formats(file: FileDiagnostics) -> Result<(), TestCaseError> {
             }
             OutputFormat::Junit => {
                 let parsed = roxmltree::Document::parse(&text);
-                prop_assert!(parsed.is_ok(), "JUnit is not XML ({:?}):\n{}", parsed.err(), text);
+                prop_assert!(
+                    parsed.is_ok(),
+                    "JUnit is not XML ({:?}):\n{}",
+                    parsed.err(),
+                    text
+                );
             }
             OutputFormat::Full => {}
         }

@@ -392,6 +392,14 @@ fn probe_rejects_a_missing_interpreter_and_bad_options() {
 
 #[test]
 fn probe_ctrl_c_ends_the_script_and_still_reports() {
+    // Also when torchlint starts with SIGINT ignored, as a background job of a shell without
+    // job control does (`cargo test &` in a script): the probe's handler must still run.
+    for inherited_ignore in [false, true] {
+        ctrl_c_ends_the_script_and_still_reports(inherited_ignore);
+    }
+}
+
+fn ctrl_c_ends_the_script_and_still_reports(inherited_ignore: bool) {
     let project = Project::new();
     project.write("eval.py", waiting_script());
     let mut command = project.command();
@@ -406,6 +414,16 @@ fn probe_ctrl_c_ends_the_script_and_still_reports() {
         ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
+    if inherited_ignore {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: signal(2) is async-signal-safe; it runs in the child before exec.
+        unsafe {
+            command.pre_exec(|| {
+                libc::signal(libc::SIGINT, libc::SIG_IGN);
+                Ok(())
+            });
+        }
+    }
     let child = command.spawn().expect("spawn torchlint probe");
     let pid_file = project.path().join("child.pid");
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -418,7 +436,12 @@ fn probe_ctrl_c_ends_the_script_and_still_reports() {
     unsafe {
         libc::kill(child.id() as libc::pid_t, libc::SIGINT);
     }
+    let started = Instant::now();
     let run = Run::from(child.wait_with_output().expect("wait for torchlint"));
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "SIGINT ignored ({inherited_ignore}): the probe waited for the script"
+    );
     let report = json(&run);
     assert_eq!(report["stop"], "interrupted", "{report:#}");
     assert_eq!(verdict(&report, "TL102", 19)["status"], "not-reached");

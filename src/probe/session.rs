@@ -51,8 +51,11 @@ static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 impl Session<'_> {
     pub fn run(&self) -> Result<Outcome, String> {
         // The script runs in its own process group, so the terminal's Ctrl-C reaches only us:
-        // we end the group ourselves and still print what was observed.
-        let _ = ctrlc::try_set_handler(|| INTERRUPTED.store(true, Ordering::SeqCst));
+        // we end the group ourselves and still print what was observed. The handler replaces
+        // an inherited "ignore" (a background job of a shell without job control starts so):
+        // an interrupt must end the script, not leave it running its course. A second session
+        // in one process keeps the handler it has.
+        let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::SeqCst));
         INTERRUPTED.store(false, Ordering::SeqCst);
 
         let (reader, writer) =
