@@ -143,6 +143,101 @@ fn mutation(seeds: usize) -> impl Strategy<Value = Mutation> {
     ]
 }
 
+/// Pieces of training code, for inputs that decode and parse in part but in no order a person
+/// would write: they reach the rules, where random bytes stop at the decoder.
+const TOKENS: &[&str] = &[
+    "\n",
+    "\n",
+    "\n",
+    "    ",
+    "    ",
+    "\t",
+    "\\\n",
+    "\r",
+    ":",
+    "(",
+    ")",
+    "[",
+    "]",
+    "{",
+    "}",
+    ",",
+    ".",
+    "=",
+    "+=",
+    "-",
+    "*",
+    "**",
+    "@",
+    "->",
+    "#",
+    "\"",
+    "'''",
+    "f\"{",
+    "for ",
+    " in ",
+    "while ",
+    "if ",
+    "else",
+    "def ",
+    "class ",
+    "return ",
+    "yield ",
+    "with ",
+    "async ",
+    "await ",
+    "lambda ",
+    "global ",
+    "del ",
+    "try",
+    "except ",
+    "import torch",
+    "from torch import load as L",
+    "x",
+    "model",
+    "self",
+    "self.state",
+    "loss",
+    "total_loss",
+    "losses",
+    "outputs",
+    "batch",
+    "loader",
+    "device",
+    "optimizer",
+    "torch",
+    "torch.load(p)",
+    "torch.no_grad()",
+    "torch.cuda.empty_cache()",
+    "model.eval()",
+    "model.train()",
+    ".backward()",
+    ".backward(retain_graph=True)",
+    ".detach()",
+    ".item()",
+    ".cpu()",
+    ".to(device)",
+    ".cuda()",
+    ".append(",
+    ".numpy()",
+    "np.float64",
+    "torch.from_numpy(",
+    "DataLoader(ds, num_workers=8, pin_memory=True)",
+    ".register_forward_hook(",
+    "torch.autograd.set_detect_anomaly(True)",
+    "optimizer.step()",
+    "model(batch)",
+    "criterion(outputs, y)",
+    "0",
+    "1.5",
+    "None",
+    "True",
+];
+
+fn token() -> impl Strategy<Value = &'static str> {
+    proptest::sample::select(TOKENS)
+}
+
 fn point(bytes: &[u8], at: f64) -> usize {
     ((bytes.len() as f64 * at) as usize).min(bytes.len())
 }
@@ -358,6 +453,11 @@ proptest! {
     #[test]
     fn arbitrary_bytes_lint_cleanly(bytes in proptest::collection::vec(any::<u8>(), 0..4096)) {
         lint_and_render("bytes.py", &bytes)?;
+    }
+
+    #[test]
+    fn python_tokens_in_any_order_lint_cleanly(tokens in proptest::collection::vec(token(), 0..400)) {
+        lint_and_render("tokens.py", tokens.concat().as_bytes())?;
     }
 
     #[test]
