@@ -1417,7 +1417,7 @@ mod tests {
     }
 
     fn resolve_all(source: &str, needle: &str) -> Vec<Option<String>> {
-        let tree = parse(source, None);
+        let tree = parse(source, None).unwrap();
         let model = SemanticModel::build(&tree, source, &[], frameworks::builtin());
         let mut results = Vec::new();
         // Track the innermost scope by hand, as the checker does.
@@ -1526,7 +1526,7 @@ mod tests {
     #[test]
     fn loops_that_call_backward_train_and_their_outer_loops_do_not() {
         let source = "for epoch in range(3):\n    for x in loader:\n        loss.backward()\n        opt.step()\n";
-        let tree = parse(source, None);
+        let tree = parse(source, None).unwrap();
         let model = SemanticModel::build(&tree, source, &[], frameworks::builtin());
         let outer = tree.root_node().child(0).unwrap();
         let facts = model.loop_facts(outer).unwrap();
@@ -1538,7 +1538,7 @@ mod tests {
     #[test]
     fn syntax_errors_are_recorded_once_per_region() {
         let source = "def f(:\n    pass\nx = (1,\n";
-        let tree = parse(source, None);
+        let tree = parse(source, None).unwrap();
         let model = SemanticModel::build(&tree, source, &[], frameworks::builtin());
         assert!(!model.syntax_errors.is_empty());
     }
