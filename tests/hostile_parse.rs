@@ -259,8 +259,10 @@ struct Server {
 }
 
 impl Server {
+    /// A server in a fresh folder (a git repository: its files are linted as one project).
     fn start() -> Server {
         let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join(".git")).unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_torchlint"))
             .arg("server")
             .current_dir(dir.path())
@@ -332,6 +334,13 @@ impl Server {
         }
     }
 
+    /// A `file://` URI for `name` in the server's folder.
+    fn uri(&self, name: &str) -> String {
+        url::Url::from_file_path(self._dir.path().join(name))
+            .unwrap()
+            .to_string()
+    }
+
     fn diagnostics_of(&mut self, uri: &str) -> (Vec<Value>, Value) {
         let seen = self.wait_for(|message| {
             message["method"] == "textDocument/publishDiagnostics"
@@ -350,9 +359,19 @@ impl Drop for Server {
 }
 
 #[test]
-fn server_gives_a_buffer_past_the_budget_no_diagnostics_and_a_log_line_then_goes_on() {
+fn server_gives_a_buffer_outside_a_project_past_the_budget_no_diagnostics_and_a_log_line() {
     let mut server = Server::start();
-    let uri = "file:///tmp/torchlint-hostile/slow.py";
+    server_skips_slow_buffer_then_goes_on(&mut server, "file:///tmp/torchlint-hostile/slow.py");
+}
+
+#[test]
+fn server_gives_a_buffer_of_a_project_past_the_budget_no_diagnostics_and_a_log_line() {
+    let mut server = Server::start();
+    let uri = server.uri("slow.py");
+    server_skips_slow_buffer_then_goes_on(&mut server, &uri);
+}
+
+fn server_skips_slow_buffer_then_goes_on(server: &mut Server, uri: &str) {
     server.send(
         json!({ "jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {
         "textDocument": { "uri": uri, "languageId": "python", "version": 1,

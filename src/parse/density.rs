@@ -1,5 +1,5 @@
 //! Files too dense to parse. tree-sitter keeps 150 to 350 bytes per token of the tree it
-//! builds: ordinary code (one token per 4 or 5 bytes) costs 60 to 90 times its size in memory,
+//! builds: ordinary code (one token per 4 or 5 bytes) costs 50 to 100 times its size in memory,
 //! but a file that is all tokens (`x = [a,a,a,...]`, `a+a+a+...`) costs 350 times: 700 MB for
 //! 2 MB, 3 GB for 20 MB. Such a file is skipped before parsing.
 //!

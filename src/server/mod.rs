@@ -498,7 +498,8 @@ impl Server {
                 }
                 Outcome::Clean | Outcome::Parsed => Vec::new(),
                 Outcome::Failed(error) => {
-                    log(&format!("torchlint: {}", error.message));
+                    // The error names the file: the log holds every file's lines.
+                    log(&format!("torchlint: {error}"));
                     Vec::new()
                 }
             };
