@@ -71,8 +71,12 @@ pub struct ProjectContext<'a> {
 
 /// Parses and lints `source`. Returns the tree so that an editor can re-parse incrementally
 /// after edits (`tree.edit(...)` then [`lint_parsed`] with `parse::parse(text, Some(&tree))`);
-/// no tree when the text cannot be handed to the parser at all.
-pub fn lint_source(source: &SourceFile, settings: &Settings) -> (Option<Tree>, LintOutcome) {
+/// no tree when the text cannot be handed to the parser at all. A file too dense or too slow
+/// to parse is not linted: the caller reports it like a file it cannot read.
+pub fn lint_source(
+    source: &SourceFile,
+    settings: &Settings,
+) -> Result<(Option<Tree>, LintOutcome), parse::Skipped> {
     lint_source_in(source, settings, None)
 }
 
@@ -81,13 +85,13 @@ pub fn lint_source_in(
     source: &SourceFile,
     settings: &Settings,
     project: Option<ProjectContext<'_>>,
-) -> (Option<Tree>, LintOutcome) {
+) -> Result<(Option<Tree>, LintOutcome), parse::Skipped> {
     if let Err(unparsable) = parse::check_parsable(source.text()) {
-        return (None, unparsable_outcome(source, &unparsable, settings));
+        return Ok((None, unparsable_outcome(source, &unparsable, settings)));
     }
-    let tree = parse::parse(source.text(), None);
+    let tree = parse::parse(source.text(), None)?;
     let outcome = lint_parsed_in(source, &tree, settings, project);
-    (Some(tree), outcome)
+    Ok((Some(tree), outcome))
 }
 
 fn unparsable_outcome(

@@ -127,7 +127,7 @@ mod tests {
 
     /// At every node of `source`: its named children, all at once and by index.
     fn compare_everywhere(source: &str) -> usize {
-        let tree = crate::parse::parse(source, None);
+        let tree = crate::parse::parse(source, None).unwrap();
         let mut stack = vec![tree.root_node()];
         let mut children = NamedChildren::default();
         let mut visited = 0;

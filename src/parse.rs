@@ -1,10 +1,17 @@
 //! Parsing Python with tree-sitter, and the one iterative tree walk everything else uses
 //! (recursion would overflow the stack on deeply nested expressions).
 
-use std::cell::RefCell;
-use std::sync::LazyLock;
+mod budget;
+mod density;
+mod line_endings;
 
-use tree_sitter::{Language, Node, Parser, Tree};
+use std::cell::RefCell;
+use std::fmt;
+use std::ops::ControlFlow;
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use tree_sitter::{Language, Node, ParseOptions, Parser, Tree};
 
 static PYTHON: LazyLock<Language> = LazyLock::new(|| tree_sitter_python::LANGUAGE.into());
 
@@ -94,19 +101,90 @@ fn indent_width(line: &[u8]) -> usize {
     width
 }
 
+/// Why torchlint did not parse a file (reported like a file it cannot read: the rest of the
+/// run goes on).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Skipped {
+    /// Past the parse budget ([`budget::for_len`]).
+    TooSlow { budget: Duration },
+    /// Past the density limit ([`density::is_too_dense`]).
+    TooDense { tokens: usize, bytes: usize },
+}
+
+impl fmt::Display for Skipped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Skipped::TooSlow { budget } => write!(
+                f,
+                "too slow to parse: over {:.1} s, the budget for a file of this size; skipped \
+                 (exclude it from linting; if it is ordinary Python, please report it)",
+                budget.as_secs_f64()
+            ),
+            Skipped::TooDense { tokens, bytes } => write!(
+                f,
+                "{tokens} tokens in {bytes} bytes: denser than torchlint lints (more than {} \
+                 tokens at over {} a byte); skipped (exclude it from linting)",
+                density::MAX_DENSE_TOKENS,
+                density::MAX_DENSITY
+            ),
+        }
+    }
+}
+
 /// Parses `text`; pass the previous tree (already `edit`ed) to re-parse incrementally.
 /// Call [`check_parsable`] first: tree-sitter aborts the process on some inputs it rejects.
-pub fn parse(text: &str, old_tree: Option<&Tree>) -> Tree {
+/// A file too dense or too slow to parse is skipped, so that it cannot stall or exhaust the
+/// run; the parser reads lone `\r` line breaks as `\n` ([`line_endings`]).
+pub fn parse(text: &str, old_tree: Option<&Tree>) -> Result<Tree, Skipped> {
+    let tokens = density::count_tokens(text);
+    if density::is_too_dense(tokens, text.len()) {
+        return Err(Skipped::TooDense {
+            tokens,
+            bytes: text.len(),
+        });
+    }
+    let text = line_endings::for_parser(text);
+    let budget = budget::for_len(text.len());
     PARSER.with(|parser| {
         let mut parser = parser.borrow_mut();
-        parser.parse(text, old_tree).unwrap_or_else(|| {
-            // tree-sitter returns None only when cancelled or given no language; retry fresh.
-            parser.reset();
-            parser
-                .parse(text, None)
-                .expect("parsing without a timeout always yields a tree")
-        })
+        let parsed = parse_within(&mut parser, &text, old_tree, budget);
+        // None also when the old tree confused it; cancelled is cancelled, fresh or not.
+        let parsed = match parsed {
+            Some(tree) => Some(tree),
+            None if old_tree.is_some() => parse_within(&mut parser, &text, None, budget),
+            None => None,
+        };
+        parsed.ok_or(Skipped::TooSlow { budget })
     })
+}
+
+/// One parse, cancelled past `budget` of this thread's CPU time.
+fn parse_within(
+    parser: &mut Parser,
+    text: &str,
+    old_tree: Option<&Tree>,
+    budget: Duration,
+) -> Option<Tree> {
+    let bytes = text.as_bytes();
+    let clock = budget::CpuClock::start();
+    let mut past_budget = |_: &tree_sitter::ParseState| {
+        if clock.elapsed() > budget {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    };
+    let options = ParseOptions::new().progress_callback(&mut past_budget);
+    let tree = parser.parse_with_options(
+        &mut |offset, _| bytes.get(offset..).unwrap_or_default(),
+        old_tree,
+        Some(options),
+    );
+    if tree.is_none() {
+        // A cancelled parser would resume this parse on the next call.
+        parser.reset();
+    }
+    tree
 }
 
 /// Node kind ids, looked up once so that the walks compare integers, not strings.
@@ -380,7 +458,7 @@ mod tests {
     #[test]
     fn walk_enters_and_leaves_in_order_without_recursion() {
         let source = format!("x = {}1{}\n", "(".repeat(20_000), ")".repeat(20_000));
-        let tree = parse(&source, None);
+        let tree = parse(&source, None).unwrap();
         let (mut entered, mut left) = (0usize, 0usize);
         walk(tree.root_node(), |visit| {
             match visit {
@@ -412,7 +490,7 @@ mod tests {
     #[test]
     fn walk_of_a_subtree_stays_inside_it() {
         let source = "a(1)\nb(2)\n";
-        let tree = parse(source, None);
+        let tree = parse(source, None).unwrap();
         let first = tree.root_node().child(0).unwrap();
         let mut seen = Vec::new();
         walk(first, |visit| {

@@ -26,7 +26,7 @@ fn every_rule_example_produces_exactly_its_declared_findings() {
         for example in &rule.examples {
             checked += 1;
             let source = SourceFile::new("example.py", example.code.clone());
-            let (_, outcome) = linter::lint_source(&source, &settings);
+            let (_, outcome) = linter::lint_source(&source, &settings).expect("examples parse");
             let mut found: Vec<usize> = outcome
                 .diagnostics
                 .iter()

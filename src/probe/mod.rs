@@ -86,7 +86,8 @@ pub fn run(options: &Options) -> Result<Probed, String> {
         .map_err(|error| format!("{}: cannot read the script: {error}", script.display()))?;
     let text = source::decode(&bytes).map_err(|error| format!("{}: {error}", script.display()))?;
     let source = SourceFile::new(script.clone(), text);
-    let (_tree, outcome) = linter::lint_source(&source, &options.settings);
+    let (_tree, outcome) = linter::lint_source(&source, &options.settings)
+        .map_err(|skipped| format!("{}: {skipped}", script.display()))?;
     let extra = extra_diagnostics(&source, &options.extra_watches)?;
     let (watched, unwatched): (Vec<&Diagnostic>, Vec<&Diagnostic>) = outcome
         .diagnostics

@@ -454,7 +454,9 @@ fn call_sites(file: &ProjectFile<'_>, names: &[String]) -> Vec<(Target, SiteMode
     if wanted.is_empty() || parse::check_parsable(&text).is_err() {
         return Vec::new();
     }
-    let tree = parse::parse(&text, None);
+    let Ok(tree) = parse::parse(&text, None) else {
+        return Vec::new();
+    };
     let model = SemanticModel::build(&tree, &text, file.kinds, file.frameworks);
     let mut analysis = Analysis::new(&model, tree.root_node(), &text);
     analysis.frameworks = file.frameworks;

@@ -742,8 +742,13 @@ fn lint_bytes(
         Err(error) => return (Outcome::Failed(error), None),
     };
     if parse_only {
-        if parse::check_parsable(source.text()).is_ok() {
-            let _tree = parse::parse(source.text(), None);
+        if parse::check_parsable(source.text()).is_ok()
+            && let Err(skipped) = parse::parse(source.text(), None)
+        {
+            return (
+                Outcome::Failed(FileError::new(name, skipped.to_string())),
+                None,
+            );
         }
         return (Outcome::Parsed, None);
     }
@@ -754,7 +759,15 @@ fn lint_bytes(
     let outcome = match tree {
         // Parsed already, by the editor.
         Some(tree) => linter::lint_parsed_in(&source, tree, settings, context),
-        None => linter::lint_source_in(&source, settings, context).1,
+        None => match linter::lint_source_in(&source, settings, context) {
+            Ok((_, outcome)) => outcome,
+            Err(skipped) => {
+                return (
+                    Outcome::Failed(FileError::new(name, skipped.to_string())),
+                    None,
+                );
+            }
+        },
     };
     if let Some(extra) = extra {
         extra.summary = outcome.summary;

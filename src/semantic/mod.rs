@@ -290,6 +290,10 @@ struct Builder<'a> {
     /// Set by an action that has read the node's first named child and found nothing to walk
     /// in it (see [`Builder::passable`]); the walk then starts at the second.
     skip_first: bool,
+    /// The value of an `a = b = value` chain, by the ids of its inner assignments: found once
+    /// from the outermost, so that a chain of n assignments (a file of backslash-continued
+    /// `x = 1 \` lines parses as one) costs n steps, not n².
+    chained_values: HashMap<usize, Node<'a>>,
 }
 
 /// What the builder does at a node kind, looked up once per node in a table indexed by kind id.
@@ -572,6 +576,7 @@ impl<'a> Builder<'a> {
             comments: Vec::new(),
             syntax_errors: Vec::new(),
             error_depth: 0,
+            chained_values: HashMap::default(),
             attribute_assignments: Vec::new(),
             subscript_stores: Vec::new(),
             mode_calls: Vec::new(),
@@ -1246,12 +1251,21 @@ impl<'a> Builder<'a> {
         };
         self.skip_first = self.passable(left, kind);
         // `a = b = value`: every target gets the innermost value.
-        let mut right = match own {
-            Some(own) => assigned_value(node, own),
-            None => node.child_by_field_id(FIELDS.right),
+        let mut right = match self.chained_values.remove(&node.id()) {
+            Some(value) => Some(value),
+            None => match own {
+                Some(own) => assigned_value(node, own),
+                None => node.child_by_field_id(FIELDS.right),
+            },
         };
+        let mut chain = Vec::new();
         while let Some(inner) = right.filter(|r| r.kind_id() == KINDS.assignment) {
+            chain.push(inner.id());
             right = inner.child_by_field_id(FIELDS.right);
+        }
+        if let Some(value) = right {
+            self.chained_values
+                .extend(chain.into_iter().map(|inner| (inner, value)));
         }
         let Some(value) = right else {
             // An annotation without a value (`x: int`).
@@ -1417,7 +1431,7 @@ mod tests {
     }
 
     fn resolve_all(source: &str, needle: &str) -> Vec<Option<String>> {
-        let tree = parse(source, None);
+        let tree = parse(source, None).unwrap();
         let model = SemanticModel::build(&tree, source, &[], frameworks::builtin());
         let mut results = Vec::new();
         // Track the innermost scope by hand, as the checker does.
@@ -1526,7 +1540,7 @@ mod tests {
     #[test]
     fn loops_that_call_backward_train_and_their_outer_loops_do_not() {
         let source = "for epoch in range(3):\n    for x in loader:\n        loss.backward()\n        opt.step()\n";
-        let tree = parse(source, None);
+        let tree = parse(source, None).unwrap();
         let model = SemanticModel::build(&tree, source, &[], frameworks::builtin());
         let outer = tree.root_node().child(0).unwrap();
         let facts = model.loop_facts(outer).unwrap();
@@ -1538,7 +1552,7 @@ mod tests {
     #[test]
     fn syntax_errors_are_recorded_once_per_region() {
         let source = "def f(:\n    pass\nx = (1,\n";
-        let tree = parse(source, None);
+        let tree = parse(source, None).unwrap();
         let model = SemanticModel::build(&tree, source, &[], frameworks::builtin());
         assert!(!model.syntax_errors.is_empty());
     }

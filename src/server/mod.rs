@@ -459,11 +459,9 @@ impl Server {
             if open.parsed {
                 continue;
             }
+            // A text too dense or slow to parse gets no tree: the project's lint reports it.
             let tree = if parse::check_parsable(&open.document.text).is_ok() {
-                Some(parse::parse(
-                    &open.document.text,
-                    open.document.tree.as_ref(),
-                ))
+                parse::parse(&open.document.text, open.document.tree.as_ref()).ok()
             } else {
                 None
             };
@@ -508,7 +506,8 @@ impl Server {
                 }
                 Outcome::Clean | Outcome::Parsed => Vec::new(),
                 Outcome::Failed(error) => {
-                    log(&format!("torchlint: {}", error.message));
+                    // The error names the file: the log holds every file's lines.
+                    log(&format!("torchlint: {error}"));
                     Vec::new()
                 }
             };
@@ -628,7 +627,8 @@ impl Server {
 type Linted = (Vec<Diagnostic>, Vec<InternalError>);
 
 /// Lints a document's text, re-parsing incrementally from its last tree. The previous tree
-/// and the text copy are freed by `reclaimer`, off the way to the diagnostics.
+/// and the text copy are freed by `reclaimer`, off the way to the diagnostics. A text too
+/// dense or too slow to parse gets no diagnostics, and a line in the client's log.
 fn lint(
     document: &mut Document,
     name: PathBuf,
@@ -638,11 +638,26 @@ fn lint(
     let source = SourceFile::new(name, document.text.clone());
     if parse::check_parsable(source.text()).is_err() {
         reclaimer.free(document.tree.take());
-        let (_, outcome) = linter::lint_source(&source, settings);
+        let linted = linter::lint_source(&source, settings);
         reclaimer.free(source);
-        return (outcome.diagnostics, outcome.internal_errors);
+        return match linted {
+            Ok((_, outcome)) => (outcome.diagnostics, outcome.internal_errors),
+            // The unparsable path never parses, so it is never skipped.
+            Err(_) => (Vec::new(), Vec::new()),
+        };
     }
-    let tree = parse::parse(source.text(), document.tree.as_ref());
+    let tree = match parse::parse(source.text(), document.tree.as_ref()) {
+        Ok(tree) => tree,
+        Err(skipped) => {
+            log(&format!(
+                "torchlint: {}: {skipped}",
+                source.name().display()
+            ));
+            reclaimer.free(document.tree.take());
+            reclaimer.free(source);
+            return (Vec::new(), Vec::new());
+        }
+    };
     let outcome = linter::lint_parsed(&source, &tree, settings);
     reclaimer.free(document.tree.replace(tree));
     reclaimer.free(source);
