@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 
 use crate::diagnostic::{Diagnostic, Fix, Label, Severity};
-use crate::project::{Assumption, FunctionKey, GraphCall};
+use crate::semantic::cross_file::{Assumption, FunctionKey, GraphCall};
 use crate::semantic::facts::Question;
 use crate::semantic::summary::{Demand, FileSummary};
 use crate::settings::Settings;

@@ -9,11 +9,11 @@ use tree_sitter::{Node, QueryCursor, Tree};
 
 use crate::diagnostic::Diagnostic;
 use crate::parse::{Descend, FIELDS, KINDS, Visit, text, walk};
-use crate::project::{self, Assumption, FunctionKey};
 use crate::rules::RuleMeta;
 use crate::rules::declarative::Context;
 use crate::rules::memory::Accumulation;
 use crate::semantic::analysis::{Analysis, ProjectView};
+use crate::semantic::cross_file::{self, Assumption, FunctionKey};
 use crate::semantic::facts::Question;
 pub use crate::semantic::grad::GradMode;
 use crate::semantic::modules;
@@ -115,7 +115,7 @@ pub struct CheckOutcome {
     /// What the file asked the project's fact base.
     pub questions: Vec<Question>,
     /// Calls that pass a graph-carrying tensor to the project's functions.
-    pub graph_calls: Vec<crate::project::GraphCall>,
+    pub graph_calls: Vec<crate::semantic::cross_file::GraphCall>,
 }
 
 /// Runs every enabled rule over one parsed file in a single walk; with a project, the file's
@@ -436,7 +436,7 @@ impl<'a> Checker<'a> {
                 .is_some_and(|class| !modules::bases_are_plain_modules(&self.analysis, class));
         Some(Assumption::EnteredWithGrad {
             function: FunctionKey {
-                module: project::module_path(self.source.name()),
+                module: cross_file::module_path(self.source.name()),
                 name: facts.name.clone(),
                 method: facts.class.is_some(),
             },
@@ -477,7 +477,7 @@ impl<'a> Checker<'a> {
                     range: facts.header.clone(),
                     reason: format!(
                         "this loop runs once per training step (it calls `{}`)",
-                        crate::rules::snippet(&self.text()[call], 50)
+                        crate::source::snippet(&self.text()[call], 50)
                     ),
                 });
             }
@@ -490,7 +490,7 @@ impl<'a> Checker<'a> {
                     range: facts.header.clone(),
                     reason: format!(
                         "this loop runs once per batch of `{}`",
-                        crate::rules::snippet(self.node_text(iterable), 50)
+                        crate::source::snippet(self.node_text(iterable), 50)
                     ),
                 });
             }
@@ -506,7 +506,7 @@ impl<'a> Checker<'a> {
                 reason: format!(
                     "`{}` is a training step: it calls `{}`, so it runs once per batch",
                     facts.name,
-                    crate::rules::snippet(&self.text()[call.clone()], 50)
+                    crate::source::snippet(&self.text()[call.clone()], 50)
                 ),
             });
         }

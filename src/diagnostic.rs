@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::project::Assumption;
 use crate::rules::RuleMeta;
+use crate::semantic::cross_file::Assumption;
 use crate::source::{SourceFile, TextRange};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex};
 use ignore::WalkBuilder;
 
 pub use crate::error::FileError;
-use crate::linter::SourceKind;
 use crate::settings::Settings;
 use crate::settings::resolver::Resolver;
+use crate::source::SourceKind;
 
 #[derive(Clone)]
 pub struct LintTarget {

@@ -2,7 +2,6 @@
 //! set of settings. Parse once, build the semantic model, run every rule in one walk, then
 //! apply per-file ignores and suppression comments.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use tree_sitter::Tree;
@@ -10,37 +9,18 @@ use tree_sitter::Tree;
 use crate::checker::{self, InternalError};
 use crate::diagnostic::{self, Diagnostic};
 use crate::parse;
-use crate::project::CalledNames;
 use crate::semantic::SemanticModel;
 use crate::semantic::analysis::ProjectView;
+use crate::semantic::cross_file::{Assumption, CalledNames, GraphCall, effective_graph_calls};
 use crate::semantic::facts::{FactBase, Question};
 use crate::semantic::summary::{Demand, FileSummary};
 use crate::settings::Settings;
 use crate::source::SourceFile;
+pub use crate::source::SourceKind;
 use crate::suppression::Suppressions;
 
 /// The code of the engine's own syntax-error rule.
 pub const SYNTAX_ERROR: &str = "TL001";
-
-/// The kinds of files torchlint reads. Notebooks are turned into Python text plus a cell map
-/// (`notebook`) before they reach [`lint_source`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SourceKind {
-    Python,
-    Stub,
-    Notebook,
-}
-
-impl SourceKind {
-    pub fn from_path(path: &Path) -> Option<SourceKind> {
-        match path.extension()?.to_str()? {
-            "py" => Some(SourceKind::Python),
-            "pyi" => Some(SourceKind::Stub),
-            "ipynb" => Some(SourceKind::Notebook),
-            _ => None,
-        }
-    }
-}
 
 #[derive(Debug, Default)]
 pub struct LintOutcome {
@@ -54,7 +34,7 @@ pub struct LintOutcome {
     /// What this file asked the project's fact base, with the answers its findings rest on.
     pub questions: Vec<Question>,
     /// Calls that pass a graph-carrying tensor to the project's functions.
-    pub graph_calls: Vec<crate::project::GraphCall>,
+    pub graph_calls: Vec<GraphCall>,
 }
 
 /// A file's place in a project: the fact base it reads other files' facts from, and which of
@@ -170,7 +150,7 @@ pub fn lint_parsed_in(
     diagnostic::sort(source, &mut diagnostics);
     // Outside a project, only this file's own calls can confirm what waits for a caller.
     if project.is_none() {
-        crate::project::keep_graph_argument_findings(&mut diagnostics, &checked.graph_calls);
+        keep_graph_argument_findings(&mut diagnostics, &checked.graph_calls);
     }
     // One finding per rule and range; of twins, the one that waits for no caller.
     diagnostics.dedup_by(|later, kept| {
@@ -210,7 +190,7 @@ fn syntax_errors(
                 Some(token) => {
                     format!(
                         "syntax error: expected `{}`",
-                        crate::rules::snippet(token, 40)
+                        crate::source::snippet(token, 40)
                     )
                 }
                 None => {
@@ -222,7 +202,7 @@ fn syntax_errors(
                     } else {
                         format!(
                             "syntax error: cannot parse `{}`",
-                            crate::rules::snippet(first_line, 40)
+                            crate::source::snippet(first_line, 40)
                         )
                     }
                 }
@@ -240,6 +220,49 @@ fn syntax_errors(
 fn waits_for_a_caller(diagnostic: &Diagnostic) -> bool {
     matches!(
         diagnostic.assumption,
-        Some(crate::project::Assumption::GraphArgument { .. })
+        Some(Assumption::GraphArgument { .. })
     )
+}
+
+/// Keeps a finding that waits for a graph-carrying argument (`Assumption::GraphArgument`)
+/// only if one of `calls` passes one, and says where; drops the others.
+pub fn keep_graph_argument_findings(
+    diagnostics: &mut Vec<crate::diagnostic::Diagnostic>,
+    calls: &[GraphCall],
+) {
+    if !diagnostics
+        .iter()
+        .any(|d| matches!(d.assumption, Some(Assumption::GraphArgument { .. })))
+    {
+        return;
+    }
+    let calls = effective_graph_calls(calls);
+    let calls = calls.as_slice();
+    let mut kept = Vec::with_capacity(diagnostics.len());
+    for mut diagnostic in std::mem::take(diagnostics) {
+        let Some(Assumption::GraphArgument {
+            function,
+            parameter,
+            name,
+            per_batch,
+            expects,
+        }) = &diagnostic.assumption
+        else {
+            kept.push(diagnostic);
+            continue;
+        };
+        let Some(call) = calls
+            .iter()
+            .find(|call| call.satisfies(function, *parameter, name, *per_batch, *expects))
+        else {
+            continue;
+        };
+        diagnostic.message = diagnostic.message.replace("{caller}", &call.site);
+        diagnostic.assumption = None;
+        kept.push(diagnostic);
+    }
+    // A finding the file made for a caller of its own (`meter.update(loss)` beside the meter)
+    // may now be there twice; they are sorted, so twins are neighbours.
+    kept.dedup_by(|a, b| a.rule.code == b.rule.code && a.range == b.range);
+    *diagnostics = kept;
 }

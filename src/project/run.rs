@@ -5,7 +5,7 @@
 //! return?) is answered from their summaries. Answers given without a summary (a cycle of
 //! imports, an import the scan missed, a cached file whose imports changed) are checked once
 //! every file is in, and the files whose answers changed are linted again. The second pass
-//! ([`super::no_grad_functions`], [`super::keep_graph_argument_findings`]) decides what one
+//! ([`super::no_grad_functions`], [`linter::keep_graph_argument_findings`]) decides what one
 //! file's findings owe to the others: callers that disable grad, calls that pass a graph.
 
 use std::collections::HashMap;
@@ -802,7 +802,7 @@ struct ProjectFacts<'a> {
 fn keep_findings_with_graph_arguments(outcomes: &mut [Outcome], calls: &[GraphCall]) {
     for outcome in outcomes.iter_mut() {
         if let Outcome::Linted { file, .. } = outcome {
-            project::keep_graph_argument_findings(&mut file.diagnostics, calls);
+            linter::keep_graph_argument_findings(&mut file.diagnostics, calls);
         }
     }
 }

@@ -37,22 +37,7 @@ pub trait Check: Send + Sync {
     );
 }
 
-/// Source text as a message or label quotes it: its first line (Python ends lines at `\n`, `\r`
-/// or `\r\n`), cut to `max` characters with `...` where anything was left out, control
-/// characters escaped (`\x1b`, `\t`: [`crate::escape`]), so that a finding stays one line in `concise` and
-/// `github` output and cannot move a terminal's cursor. Every rule quotes code through it.
-pub fn snippet(text: &str, max: usize) -> String {
-    let end = memchr::memchr2(b'\n', b'\r', text.as_bytes()).unwrap_or(text.len());
-    let line = &text[..end];
-    let cut = line.chars().count() > max;
-    let kept = if cut { max.saturating_sub(3) } else { max };
-    let kept: String = line.chars().take(kept).collect();
-    let mut shown = crate::escape::control_characters(&kept).into_owned();
-    if cut || end < text.trim_end().len() {
-        shown.push_str("...");
-    }
-    shown
-}
+pub use crate::source::snippet;
 
 /// The Rust implementation of a rule whose file says `implementation = "rust"`.
 pub fn rust_check(code: &str) -> Option<&'static dyn Check> {
@@ -363,22 +348,5 @@ fn inject_fault(rule: &RuleMeta) {
     let target = TARGET.get_or_init(|| std::env::var("TORCHLINT_INJECT_PANIC").ok());
     if target.as_deref() == Some(rule.code.as_str()) {
         panic!("injected failure (TORCHLINT_INJECT_PANIC={})", rule.code);
-    }
-}
-
-#[cfg(test)]
-mod snippet_tests {
-    use super::snippet;
-
-    #[test]
-    fn quotes_one_line_of_code() {
-        assert_eq!(snippet("loss.backward", 50), "loss.backward");
-        // Python ends a line at `\n`, `\r\n` or a lone `\r`: every one leaves the rest out.
-        assert_eq!(snippet("(loss\n * 2).backward", 50), "(loss...");
-        assert_eq!(snippet("(loss\r\n * 2)", 50), "(loss...");
-        assert_eq!(snippet("(loss\r * 2)", 50), "(loss...");
-        assert_eq!(snippet("x = 1\n", 50), "x = 1");
-        assert_eq!(snippet("abcdefghij", 8), "abcde...");
-        assert_eq!(snippet("\"\u{1b}[2J\"", 50), "\"\\x1b[2J\"");
     }
 }

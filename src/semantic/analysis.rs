@@ -59,7 +59,7 @@ pub struct Analysis<'a> {
     /// Methods by node id, and the parameters they keep (`stores`).
     pub(super) stored_memo: RefCell<HashMap<usize, Vec<super::stores::StoredParameter>>>,
     /// Calls of the project's functions that pass a graph-carrying tensor.
-    graph_calls: RefCell<Vec<crate::project::GraphCall>>,
+    graph_calls: RefCell<Vec<crate::semantic::cross_file::GraphCall>>,
     /// Per loop, the names it backpropagates through (`backprop`).
     pub(super) backpropagated: RefCell<super::backprop::Backpropagated<'a>>,
     /// Functions by node id, and whether they run a forward pass with their caller's grad.
@@ -139,14 +139,14 @@ impl<'a> Analysis<'a> {
     }
 
     /// Records a call that passes a graph-carrying tensor to a function of the project.
-    pub fn record_graph_call(&self, call: crate::project::GraphCall) {
+    pub fn record_graph_call(&self, call: crate::semantic::cross_file::GraphCall) {
         let mut calls = self.graph_calls.borrow_mut();
         if !calls.contains(&call) {
             calls.push(call);
         }
     }
 
-    pub fn take_graph_calls(&self) -> Vec<crate::project::GraphCall> {
+    pub fn take_graph_calls(&self) -> Vec<crate::semantic::cross_file::GraphCall> {
         std::mem::take(&mut *self.graph_calls.borrow_mut())
     }
 

@@ -135,10 +135,12 @@ impl FactBase {
         let modules: Vec<String> = paths
             .par_iter()
             .map(|path| match &here {
-                Some(here) if path.is_relative() => crate::project::module_path(&here.join(path)),
+                Some(here) if path.is_relative() => {
+                    crate::semantic::cross_file::module_path(&here.join(path))
+                }
                 _ => {
                     let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-                    crate::project::module_path(&absolute)
+                    crate::semantic::cross_file::module_path(&absolute)
                 }
             })
             .collect();

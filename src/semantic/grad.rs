@@ -7,8 +7,8 @@ use rustc_hash::FxHashMap as HashMap;
 use tree_sitter::Node;
 
 use super::analysis::Analysis;
+use crate::parse::find_argument;
 use crate::parse::{FIELDS, KINDS};
-use crate::rules::declarative::find_argument;
 use crate::source::TextRange;
 
 /// Whether autograd records operations at a point of the program.

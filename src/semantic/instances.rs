@@ -347,8 +347,7 @@ impl<'a> Analysis<'a> {
         // `mel_filter_bank(..., dtype=np.float32)`: the caller picks the precision.
         if facts.float64
             && let Some(dtype) =
-                crate::rules::declarative::find_argument(call, self.source, Some("dtype"), None)
-                    .found()
+                crate::parse::find_argument(call, self.source, Some("dtype"), None).found()
             && !matches!(
                 self.text(dtype).trim(),
                 "np.float64" | "numpy.float64" | "torch.float64" | "torch.double" | "float"

@@ -8,6 +8,7 @@
 pub mod analysis;
 pub mod backprop;
 pub mod constants;
+pub mod cross_file;
 pub mod facts;
 pub mod forward;
 pub mod frameworks;

@@ -1459,14 +1459,9 @@ impl<'a> Analysis<'a> {
                 };
             }
             Kind::Rng => {
-                let dtype = crate::rules::declarative::find_argument(
-                    call,
-                    self.source,
-                    Some("dtype"),
-                    None,
-                )
-                .found()
-                .map(|dtype| self.text(dtype));
+                let dtype = crate::parse::find_argument(call, self.source, Some("dtype"), None)
+                    .found()
+                    .map(|dtype| self.text(dtype));
                 return if RNG_FLOATS.contains(&method) && dtype.is_none_or(is_float64_dtype) {
                     ValueFacts {
                         kind: Kind::Numpy,

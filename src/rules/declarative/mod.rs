@@ -14,6 +14,7 @@ pub use spec::{
 
 use crate::checker::{Checker, GradMode, last_part_is};
 use crate::diagnostic::{Diagnostic, Edit, Fix};
+pub use crate::parse::{ArgumentLookup, find_argument};
 use crate::parse::{FIELDS, KINDS};
 use crate::rules::RuleMeta;
 
@@ -203,83 +204,5 @@ fn fix_edit(fix: &FixSpec, found: &QueryMatch<'_, '_>) -> Option<Edit> {
                 }
             })
         }
-    }
-}
-
-/// The outcome of looking for an argument of a call.
-#[derive(Debug, Clone, Copy)]
-pub enum ArgumentLookup<'t> {
-    Found(Node<'t>),
-    Absent,
-    /// `*args` or `**kwargs` may supply it: nobody can tell statically.
-    Unknown,
-}
-
-impl<'t> ArgumentLookup<'t> {
-    pub fn found(self) -> Option<Node<'t>> {
-        match self {
-            ArgumentLookup::Found(node) => Some(node),
-            _ => None,
-        }
-    }
-}
-
-/// Finds an argument by keyword or 0-based position in a call or its argument list.
-pub fn find_argument<'t>(
-    node: Node<'t>,
-    source: &str,
-    keyword: Option<&str>,
-    position: Option<usize>,
-) -> ArgumentLookup<'t> {
-    let arguments = if node.kind_id() == KINDS.call {
-        match node.child_by_field_id(FIELDS.arguments) {
-            Some(arguments) => arguments,
-            None => return ArgumentLookup::Absent,
-        }
-    } else {
-        node
-    };
-    if arguments.kind_id() != KINDS.argument_list {
-        // `f(x for x in y)`: a single generator argument.
-        return if position == Some(0) {
-            ArgumentLookup::Found(arguments)
-        } else {
-            ArgumentLookup::Absent
-        };
-    }
-    let mut positional = Some(0);
-    let mut unknown = false;
-    let mut cursor = arguments.walk();
-    for argument in arguments.named_children(&mut cursor) {
-        let kind = argument.kind_id();
-        if kind == KINDS.keyword_argument {
-            let name = argument
-                .child_by_field_id(FIELDS.name)
-                .and_then(|name| source.get(name.byte_range()));
-            if keyword.is_some()
-                && name == keyword
-                && let Some(value) = argument.child_by_field_id(FIELDS.value)
-            {
-                return ArgumentLookup::Found(value);
-            }
-        } else if kind == KINDS.list_splat {
-            // `*args`: positions from here on are unknown.
-            unknown = true;
-            positional = None;
-        } else if kind == KINDS.dictionary_splat {
-            unknown = true;
-        } else if kind == KINDS.comment {
-            continue;
-        } else if let Some(index) = positional {
-            if position == Some(index) {
-                return ArgumentLookup::Found(argument);
-            }
-            positional = Some(index + 1);
-        }
-    }
-    if unknown {
-        ArgumentLookup::Unknown
-    } else {
-        ArgumentLookup::Absent
     }
 }

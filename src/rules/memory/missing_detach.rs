@@ -67,7 +67,7 @@ fn check_stored_argument<'a>(
     let Some(assumption) = super::stored_argument_assumption(checker, &store) else {
         return;
     };
-    let crate::project::Assumption::GraphArgument { name, .. } = &assumption else {
+    let crate::semantic::cross_file::Assumption::GraphArgument { name, .. } = &assumption else {
         return;
     };
     let message = rule

@@ -912,7 +912,7 @@ pub fn record_graph_arguments<'a>(checker: &Checker<'a>, node: Node<'a>) {
             };
             (facts, Some(from))
         };
-        analysis.record_graph_call(crate::project::GraphCall {
+        analysis.record_graph_call(crate::semantic::cross_file::GraphCall {
             function: function.clone(),
             parameter: *position,
             keyword: keyword.map(str::to_owned),
@@ -969,7 +969,7 @@ fn passed_parameter<'a>(
 pub fn stored_argument_assumption<'a>(
     checker: &Checker<'a>,
     store: &crate::semantic::stores::Store<'a>,
-) -> Option<crate::project::Assumption> {
+) -> Option<crate::semantic::cross_file::Assumption> {
     let (function, facts) = checker.current_function()?;
     let class = facts.class?;
     let name = checker
@@ -978,7 +978,7 @@ pub fn stored_argument_assumption<'a>(
         .into_iter()
         .find(|(index, _)| *index == store.parameter)?
         .1;
-    Some(crate::project::Assumption::GraphArgument {
+    Some(crate::semantic::cross_file::Assumption::GraphArgument {
         function: own_method_name(checker, class, &facts.name),
         parameter: store.parameter,
         name: name.to_owned(),
