@@ -11,12 +11,13 @@ use crate::diagnostic::Diagnostic;
 use crate::parse::{Descend, FIELDS, KINDS, Visit, text, walk};
 use crate::rules::RuleMeta;
 use crate::rules::declarative::Context;
-use crate::rules::memory::Accumulation;
+use crate::semantic::accumulation::Accumulation;
 use crate::semantic::analysis::{Analysis, ProjectView};
 use crate::semantic::cross_file::{self, Assumption, FunctionKey};
 use crate::semantic::facts::Question;
 pub use crate::semantic::grad::GradMode;
 use crate::semantic::modules;
+pub use crate::semantic::position::{PerBatchEvidence, Position};
 use crate::semantic::scope::ScopeId;
 use crate::semantic::summary::{self, Demand, FileSummary};
 use crate::semantic::{SemanticModel, training};
@@ -43,13 +44,6 @@ struct Frame<'t> {
     /// at every node inside.
     function: Option<&'t crate::semantic::FunctionFacts>,
     loop_facts: Option<&'t crate::semantic::LoopFacts>,
-}
-
-/// Evidence that a node runs once per batch: the loop or step function, and why.
-#[derive(Debug, Clone)]
-pub struct PerBatchEvidence {
-    pub range: TextRange,
-    pub reason: String,
 }
 
 #[derive(Clone, Copy)]
@@ -704,6 +698,62 @@ impl<'a> Checker<'a> {
 fn is_debug_condition(condition: &str) -> bool {
     let lower = condition.to_ascii_lowercase();
     lower.contains("debug") || lower.contains("anomal")
+}
+
+/// The checker is the place the rules ask from: [`Position`] is what the shared analysis in
+/// `semantic::accumulation` needs of it.
+impl<'a> Position<'a> for Checker<'a> {
+    fn analysis(&self) -> &Analysis<'a> {
+        &self.analysis
+    }
+
+    fn model(&self) -> &'a SemanticModel<'a> {
+        self.model
+    }
+
+    fn source(&self) -> &'a SourceFile {
+        self.source
+    }
+
+    fn text(&self) -> &'a str {
+        Checker::text(self)
+    }
+
+    fn node_text(&self, node: Node<'_>) -> &'a str {
+        Checker::node_text(self, node)
+    }
+
+    fn field(&self, node: Node<'a>, field: u16) -> Option<Node<'a>> {
+        Checker::field(self, node, field)
+    }
+
+    fn callee(&self, call: Node<'a>) -> Option<Node<'a>> {
+        Checker::callee(self, call)
+    }
+
+    fn call_name(&self, call: Node<'a>) -> Option<&'a str> {
+        Checker::call_name(self, call)
+    }
+
+    fn arguments(&self, call: Node<'a>) -> Option<Node<'a>> {
+        Checker::arguments(self, call)
+    }
+
+    fn current_function(&self) -> Option<(Node<'a>, &'a crate::semantic::FunctionFacts)> {
+        Checker::current_function(self)
+    }
+
+    fn enclosing_loops(&self) -> Vec<Node<'a>> {
+        Checker::enclosing_loops(self)
+    }
+
+    fn per_batch(&self) -> Option<PerBatchEvidence> {
+        Checker::per_batch(self)
+    }
+
+    fn accumulation_memo(&self) -> &std::cell::Cell<Option<(usize, Option<Accumulation<'a>>)>> {
+        &self.accumulation
+    }
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 //! at, in document order. Rules therefore see the complete module (imports written below a
 //! function, whether a loop trains) without a second walk.
 
+pub mod accumulation;
 pub mod analysis;
 pub mod backprop;
 pub mod constants;
@@ -15,6 +16,7 @@ pub mod frameworks;
 pub mod grad;
 pub mod instances;
 pub mod modules;
+pub mod position;
 pub mod scope;
 pub mod steps;
 pub mod stores;

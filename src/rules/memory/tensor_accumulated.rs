@@ -6,7 +6,8 @@ use std::sync::Arc;
 use tree_sitter::Node;
 
 use super::{
-    How, accumulation, carrying_loops, first_per_batch, loop_header, per_batch_function, short,
+    How, accumulation, backpropagated_in_loop, carrying_loops, first_per_batch, loop_header,
+    per_batch_function, short,
 };
 use crate::checker::Checker;
 use crate::diagnostic::{Diagnostic, Severity};
@@ -341,50 +342,6 @@ fn detaches<'a>(checker: &Checker<'a>, node: Node<'a>) -> bool {
     [".item()", ".detach()", "float(", ".tolist()", "int("]
         .iter()
         .any(|d| text.contains(d))
-}
-
-/// Whether the value is (an expression of) a variable the loop calls `.backward()` on: then it
-/// certainly carries a graph, whatever produced it (`loss = self._loss_fn(...)`).
-pub(super) fn backpropagated_in_loop<'a>(checker: &Checker<'a>, value: Node<'a>) -> bool {
-    // The loops around it (the backward may be in an outer one: `for name, v in
-    // parts.items()` inside the step loop), or outside loops the step function itself.
-    let mut regions = checker.enclosing_loops();
-    if regions.is_empty() {
-        regions.extend(checker.current_function().map(|(function, _)| function));
-    }
-    // The innermost loop that calls a backward decides.
-    regions
-        .into_iter()
-        .find(|region| checker.analysis.calls_backward_in(*region))
-        .is_some_and(|region| backpropagated_in_region(checker, region, value))
-}
-
-fn backpropagated_in_region<'a>(
-    checker: &Checker<'a>,
-    loop_node: Node<'a>,
-    value: Node<'a>,
-) -> bool {
-    let region = checker.node_text(loop_node);
-    let text = checker.node_text(value);
-    if [".item()", ".detach()", "float(", ".tolist()", "int("]
-        .iter()
-        .any(|detaching| text.contains(detaching))
-    {
-        return false;
-    }
-    let words = || {
-        text.split(|c: char| !c.is_alphanumeric() && c != '_' && c != '.')
-            .filter(|word| !word.is_empty() && !word.starts_with(|c: char| c.is_ascii_digit()))
-    };
-    words().any(|word| region.contains(&format!("{word}.backward(")))
-        // What the loop backpropagates through, by any spelling of the backward call
-        // (`scaler.scale(loss).backward()`, `accelerator.backward(loss)`) and what the
-        // backpropagated loss was computed from (`loss = sum(losses)`).
-        || checker
-            .analysis
-            .combined_names(value)
-            .into_iter()
-            .any(|name| checker.analysis.backpropagated_in(loop_node, name))
 }
 
 /// Whether `container.backward()` is called in the same function: the accumulated loss is
