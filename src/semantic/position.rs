@@ -1,7 +1,8 @@
 //! A place in the rule walk, as the shared analysis sees it: the file and its model, the
 //! enclosing function and loops, and the node lookups the walk caches. The checker is the one
-//! implementation; the analysis in [`super::accumulation`] asks through this trait, so the
-//! facts stay below the rule pass that walks to them.
+//! implementation; the analysis the memory rules share ([`super::accumulation`],
+//! [`super::per_batch`], [`super::resets`], [`super::graph_arguments`]) asks through this
+//! trait, so the facts stay below the rule pass that walks to them.
 
 use std::cell::Cell;
 

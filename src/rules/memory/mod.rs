@@ -1,6 +1,7 @@
 //! Rust implementations of the `memory` pack (`rules/memory/`). What they share (which calls
 //! are forward passes, which statements accumulate into a container, which loops a container
-//! outlives) is a fact of the code: `semantic::accumulation`, re-exported here.
+//! outlives) is a fact of the code: `semantic::{accumulation, per_batch, resets, graph_arguments}`,
+//! re-exported here.
 
 pub mod eval_without_no_grad;
 pub mod float64_data;
@@ -12,3 +13,6 @@ pub mod retain_graph_in_loop;
 pub mod tensor_accumulated;
 
 pub use crate::semantic::accumulation::*;
+pub use crate::semantic::graph_arguments::*;
+pub use crate::semantic::per_batch::*;
+pub use crate::semantic::resets::*;

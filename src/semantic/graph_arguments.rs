@@ -1,0 +1,283 @@
+//! Graph-carrying arguments: the calls that pass a tensor with a graph to the project's
+//! functions (recorded as `GraphCall`s for the cross-file pass), the `Assumption` a finding on
+//! a kept parameter rests on, and whether a value is backpropagated in its loop.
+
+use tree_sitter::Node;
+
+use super::per_batch::own_method_name;
+use super::position::Position;
+use crate::parse::{FIELDS, KINDS};
+
+/// An argument of a call: its position (`self` is 0) or keyword, and its value.
+type PassedArgument<'a> = (Option<u32>, Option<&'a str>, Node<'a>);
+
+/// What a call passes to a method: a call's argument list, or the value a subscript
+/// assignment hands to `__setitem__(self, key, value)`.
+enum Passed<'a> {
+    Arguments(Node<'a>),
+    Value(Node<'a>),
+}
+
+impl<'a> Passed<'a> {
+    fn arguments(&self, checker: &impl Position<'a>) -> Vec<PassedArgument<'a>> {
+        let list = match self {
+            Passed::Value(value) => return vec![(Some(2), None, *value)],
+            Passed::Arguments(list) => *list,
+        };
+        let mut cursor = list.walk();
+        let mut arguments = Vec::new();
+        let mut position = 1;
+        for argument in list.named_children(&mut cursor) {
+            if argument.kind_id() == KINDS.keyword_argument {
+                let (Some(name), Some(value)) = (
+                    argument.child_by_field_id(FIELDS.name),
+                    argument.child_by_field_id(FIELDS.value),
+                ) else {
+                    continue;
+                };
+                arguments.push((None, Some(checker.node_text(name)), value));
+            } else if argument.kind_id() != KINDS.list_splat
+                && argument.kind_id() != KINDS.dictionary_splat
+            {
+                arguments.push((Some(position), None, argument));
+                position += 1;
+            }
+        }
+        arguments
+    }
+}
+
+/// Records a call at `node` that passes a graph-carrying tensor to a method of the project
+/// that keeps it (`meter.update(loss)`, `stats["loss"] = loss` on a collector's
+/// `__setitem__`): the storing line's finding waits for one (`Assumption::GraphArgument`).
+pub fn record_graph_arguments<'a>(checker: &impl Position<'a>, node: Node<'a>) {
+    let analysis = &checker.analysis();
+    // TL102 and TL103 both ask at the same node.
+    if analysis.recorded_node.replace(node.id()) == node.id() {
+        return;
+    }
+    // The receiver and the method; then, once the receiver is known to be an instance of a
+    // class whose method keeps a parameter, the arguments by parameter index (`self` is 0).
+    let (receiver, method, passed): (Node<'a>, &str, Passed<'a>) = if node.kind_id() == KINDS.call {
+        let Some(callee) = checker.callee(node) else {
+            return;
+        };
+        if callee.kind_id() != KINDS.attribute {
+            return;
+        }
+        let Some(method) = checker.call_name(node) else {
+            return;
+        };
+        if matches!(
+            method,
+            "append" | "extend" | "insert" | "add_" | "item" | "backward" | "step"
+        ) || !analysis.may_store(method)
+        {
+            return;
+        }
+        let Some(receiver) = checker.field(callee, FIELDS.object) else {
+            return;
+        };
+        let Some(list) = checker.arguments(node) else {
+            return;
+        };
+        if list.named_child_count() == 0 {
+            return;
+        }
+        (receiver, method, Passed::Arguments(list))
+    } else if node.kind_id() == KINDS.assignment {
+        // `collector["loss"] = loss`: `__setitem__(self, key, value)`. The target is the
+        // assignment's first child; asked first, as most assignments bind names.
+        let Some(left) = node
+            .child(0)
+            .filter(|left| left.kind_id() == KINDS.subscript)
+        else {
+            return;
+        };
+        if !analysis.may_store("__setitem__") {
+            return;
+        }
+        let Some(right) = checker.field(node, FIELDS.right) else {
+            return;
+        };
+        let Some(receiver) = checker.field(left, FIELDS.value) else {
+            return;
+        };
+        (receiver, "__setitem__", Passed::Value(right))
+    } else {
+        return;
+    };
+    let (function, stores) = match analysis.instance_class(receiver) {
+        Some(crate::semantic::instances::ClassRef::Local(class)) => {
+            let Some(method_node) = analysis.local_method(class, method) else {
+                return;
+            };
+            (
+                own_method_name(checker, class, method),
+                analysis.stored_parameters(method_node),
+            )
+        }
+        Some(crate::semantic::instances::ClassRef::Imported(class)) => {
+            let qualified = format!("{class}.{method}");
+            let crate::semantic::facts::Answer::Stores(stores) =
+                analysis.ask_answer(crate::semantic::facts::Ask::Stores(qualified.clone()))
+            else {
+                return;
+            };
+            let Some(function) = analysis.canonical(&qualified) else {
+                return;
+            };
+            (function, stores)
+        }
+        None => return,
+    };
+    let arguments = passed.arguments(checker);
+    if stores.is_empty() {
+        return;
+    }
+    let per_batch = checker.per_batch().is_some();
+    let row = checker.source().location(node.start_byte()).row;
+    for stored in &stores {
+        let passed = arguments.iter().find(|(position, keyword, _)| {
+            *position == Some(stored.index) || *keyword == Some(stored.name.as_str())
+        });
+        let Some((position, keyword, value)) = passed else {
+            continue;
+        };
+        let mut facts = analysis.facts(*value);
+        // `loss = criterion(...)` of an unknown criterion, then `loss.backward()`: whatever
+        // made it, it carries a graph.
+        if facts.graph != crate::semantic::values::Tri::Yes
+            && backpropagated_in_loop(checker, *value)
+        {
+            facts.graph = crate::semantic::values::Tri::Yes;
+            facts.kind = crate::semantic::values::Kind::Tensor;
+        }
+        let (facts, from) = if facts.graph == crate::semantic::values::Tri::Yes {
+            (facts, None)
+        } else {
+            // The caller's own parameter (or a value made from it): a graph only when the
+            // caller is passed one.
+            let Some((facts, from)) = passed_parameter(checker, *value) else {
+                continue;
+            };
+            (facts, Some(from))
+        };
+        analysis.record_graph_call(crate::semantic::cross_file::GraphCall {
+            function: function.clone(),
+            parameter: *position,
+            keyword: keyword.map(str::to_owned),
+            per_batch,
+            container: facts.kind == crate::semantic::values::Kind::Container,
+            site: format!("{}:{row}", crate::escape::path(checker.source().name())),
+            from,
+        });
+    }
+}
+
+/// When `value` carries a graph only if a parameter of the function around it does: its facts
+/// then, and the function's canonical name with the parameter's index and name.
+fn passed_parameter<'a>(
+    checker: &impl Position<'a>,
+    value: Node<'a>,
+) -> Option<(crate::semantic::values::ValueFacts, (String, u32, String))> {
+    let analysis = &checker.analysis();
+    let (function, facts) = checker.current_function()?;
+    let canonical = match facts.class {
+        Some(class) => own_method_name(checker, class, &facts.name),
+        None => format!("{}.{}", analysis.module_path().unwrap_or(""), facts.name),
+    };
+    let text = checker.node_text(value);
+    let graph_carrying = crate::semantic::values::ValueFacts {
+        kind: crate::semantic::values::Kind::Tensor,
+        graph: crate::semantic::values::Tri::Yes,
+        ..Default::default()
+    };
+    analysis
+        .parameter_names(function)
+        .into_iter()
+        .filter(|(index, name)| {
+            (facts.class.is_none() || *index > 0)
+                && text
+                    .split(|c: char| !c.is_alphanumeric() && c != '_')
+                    .any(|word| word == *name)
+                || analysis.reaching_value(value).is_some_and(|bound| {
+                    checker
+                        .node_text(bound)
+                        .split(|c: char| !c.is_alphanumeric() && c != '_')
+                        .any(|word| word == *name)
+                })
+        })
+        .find_map(|(index, name)| {
+            let given = analysis.facts_given_parameter(value, function, index, graph_carrying);
+            (given.graph == crate::semantic::values::Tri::Yes)
+                .then(|| (given, (canonical.clone(), index, name.to_owned())))
+        })
+}
+
+/// The finding for a line of a method that keeps its parameter on `self`, to be kept once a
+/// caller in the run passes a graph-carrying tensor (`Assumption::GraphArgument`).
+pub fn stored_argument_assumption<'a>(
+    checker: &impl Position<'a>,
+    store: &crate::semantic::stores::Store<'a>,
+) -> Option<crate::semantic::cross_file::Assumption> {
+    let (function, facts) = checker.current_function()?;
+    let class = facts.class?;
+    let name = checker
+        .analysis()
+        .parameter_names(function)
+        .into_iter()
+        .find(|(index, _)| *index == store.parameter)?
+        .1;
+    Some(crate::semantic::cross_file::Assumption::GraphArgument {
+        function: own_method_name(checker, class, &facts.name),
+        parameter: store.parameter,
+        name: name.to_owned(),
+        per_batch: store.accumulates,
+        expects: store.expects,
+    })
+}
+
+/// Whether the value is (an expression of) a variable the loop calls `.backward()` on: then it
+/// certainly carries a graph, whatever produced it (`loss = self._loss_fn(...)`).
+pub fn backpropagated_in_loop<'a>(checker: &impl Position<'a>, value: Node<'a>) -> bool {
+    // The loops around it (the backward may be in an outer one: `for name, v in
+    // parts.items()` inside the step loop), or outside loops the step function itself.
+    let mut regions = checker.enclosing_loops();
+    if regions.is_empty() {
+        regions.extend(checker.current_function().map(|(function, _)| function));
+    }
+    // The innermost loop that calls a backward decides.
+    regions
+        .into_iter()
+        .find(|region| checker.analysis().calls_backward_in(*region))
+        .is_some_and(|region| backpropagated_in_region(checker, region, value))
+}
+
+fn backpropagated_in_region<'a>(
+    checker: &impl Position<'a>,
+    loop_node: Node<'a>,
+    value: Node<'a>,
+) -> bool {
+    let region = checker.node_text(loop_node);
+    let text = checker.node_text(value);
+    if [".item()", ".detach()", "float(", ".tolist()", "int("]
+        .iter()
+        .any(|detaching| text.contains(detaching))
+    {
+        return false;
+    }
+    let words = || {
+        text.split(|c: char| !c.is_alphanumeric() && c != '_' && c != '.')
+            .filter(|word| !word.is_empty() && !word.starts_with(|c: char| c.is_ascii_digit()))
+    };
+    words().any(|word| region.contains(&format!("{word}.backward(")))
+        // What the loop backpropagates through, by any spelling of the backward call
+        // (`scaler.scale(loss).backward()`, `accelerator.backward(loss)`) and what the
+        // backpropagated loss was computed from (`loss = sum(losses)`).
+        || checker
+            .analysis()
+            .combined_names(value)
+            .into_iter()
+            .any(|name| checker.analysis().backpropagated_in(loop_node, name))
+}

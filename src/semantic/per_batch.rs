@@ -1,0 +1,173 @@
+//! Per-batch code: why a loop runs once per batch (it trains, runs a forward pass, iterates a
+//! loader), the first such loop around a node, the step function a node is in, and how a
+//! finding names them.
+
+use tree_sitter::Node;
+
+use super::accumulation::forward_call;
+use super::position::Position;
+use crate::parse::{Descend, FIELDS, KINDS, Visit, text, walk};
+use crate::semantic::training;
+use crate::semantic::values::Kind;
+use crate::source::TextRange;
+
+/// Why a loop runs once per batch, for labels; `None` for loops that do not (epochs,
+/// setup loops, loops over time steps of one sequence).
+pub fn per_batch_reason<'a>(checker: &impl Position<'a>, loop_node: Node<'a>) -> Option<String> {
+    let facts = checker.model().loop_facts(loop_node)?;
+    if let Some(call) = facts
+        .training_call
+        .clone()
+        .or_else(|| checker.analysis().loop_trains_through_calls(loop_node))
+    {
+        return Some(format!(
+            "this loop runs once per training step (it calls `{}`)",
+            crate::source::snippet(&checker.text()[call], 50)
+        ));
+    }
+    if loop_node.kind_id() == KINDS.for_statement
+        && let Some(iterable) = checker.field(loop_node, FIELDS.right)
+        && checker.analysis().iterates_batches(iterable)
+    {
+        return Some(format!(
+            "this loop runs once per batch of `{}`",
+            short(checker, iterable)
+        ));
+    }
+    let over_modules = checker
+        .field(loop_node, FIELDS.right)
+        .is_some_and(|iterable| checker.analysis().facts(iterable).kind == Kind::Module);
+    if facts.nested_training || over_modules || in_module_method(checker, loop_node) {
+        // Loops inside a model's own code run per layer or per chunk of one forward pass.
+        return None;
+    }
+    runs_forward(checker, loop_node).map(|call| {
+        format!(
+            "this loop runs the model once per iteration (`{}`)",
+            crate::source::snippet(call, 50)
+        )
+    })
+}
+
+/// Whether a node is in a method of an `nn.Module` class.
+pub fn in_module_method<'a>(checker: &impl Position<'a>, node: Node<'a>) -> bool {
+    checker
+        .analysis()
+        .class_of(node)
+        .is_some_and(|class| checker.analysis().modules().is_module_class(class))
+}
+
+/// A forward call in the loop's own body (not in nested loops or functions).
+fn runs_forward<'a>(checker: &impl Position<'a>, loop_node: Node<'a>) -> Option<&'a str> {
+    runs_forward_in(checker, checker.field(loop_node, FIELDS.body)?)
+}
+
+fn runs_forward_in<'a>(checker: &impl Position<'a>, body: Node<'a>) -> Option<&'a str> {
+    let mut found = None;
+    walk(body, |visit| {
+        let Visit::Enter(node) = visit else {
+            return Descend::Yes;
+        };
+        if found.is_some() || !node.is_named() {
+            return Descend::No;
+        }
+        let kind = node.kind_id();
+        if kind == KINDS.for_statement {
+            // A nested loop's iterable runs once per iteration of this one:
+            // `for name, out in model(x).items()`.
+            if let Some(iterable) = checker.field(node, FIELDS.right) {
+                found = runs_forward_in(checker, iterable);
+            }
+            return Descend::No;
+        }
+        if kind == KINDS.while_statement
+            || kind == KINDS.function_definition
+            || kind == KINDS.lambda
+            || kind == KINDS.class_definition
+        {
+            return Descend::No;
+        }
+        if kind == KINDS.call
+            && (forward_call(checker, node).is_some() || calls_model_helper(checker, node))
+        {
+            found = Some(checker.node_text(node));
+            return Descend::No;
+        }
+        Descend::Yes
+    });
+    found.map(first_line)
+}
+
+/// `forecast_error(model, x)`: a call of one of the file's functions that runs a model.
+fn calls_model_helper<'a>(checker: &impl Position<'a>, call: Node<'a>) -> bool {
+    checker.analysis().calls_forward_helper(call, 0)
+}
+
+pub fn first_line(text: &str) -> &str {
+    match memchr::memchr(b'\n', text.as_bytes()) {
+        Some(end) => {
+            let line = &text[..end];
+            line.strip_suffix('\r').unwrap_or(line)
+        }
+        None => text,
+    }
+}
+
+/// The first of the loops that runs once per batch, with the reason.
+pub fn first_per_batch<'a>(
+    checker: &impl Position<'a>,
+    loops: &[Node<'a>],
+) -> Option<(Node<'a>, String)> {
+    loops
+        .iter()
+        .find_map(|loop_node| per_batch_reason(checker, *loop_node).map(|why| (*loop_node, why)))
+}
+
+/// The header of a loop (`for x in loader`), for labels.
+pub fn loop_header<'a>(checker: &impl Position<'a>, loop_node: Node<'a>) -> TextRange {
+    checker
+        .model()
+        .loop_facts(loop_node)
+        .map_or(loop_node.byte_range(), |facts| facts.header.clone())
+}
+
+/// Whether the function holding the current node runs once per batch when it is not in a
+/// loop: a framework per-batch hook (`training_step`) or a function that is itself a step.
+pub fn per_batch_function<'a>(checker: &impl Position<'a>) -> Option<(TextRange, String)> {
+    let (function, facts) = checker.current_function()?;
+    if training::is_per_batch_hook(&facts.name) {
+        return Some((
+            facts.header.clone(),
+            format!("`{}` runs once per batch", facts.name),
+        ));
+    }
+    // A model's own methods that call `.backward()` (reversible layers recomputing their
+    // activations) are part of one backward pass, not a training step.
+    if let Some(call) = &facts.training_call_outside_loops
+        && !in_module_method(
+            checker,
+            checker.field(function, FIELDS.body).unwrap_or(function),
+        )
+    {
+        return Some((
+            facts.header.clone(),
+            format!(
+                "`{}` is a training step (it calls `{}`)",
+                facts.name,
+                crate::source::snippet(&checker.text()[call.clone()], 50)
+            ),
+        ));
+    }
+    None
+}
+
+/// The text of a node, shortened to its first line.
+pub fn short<'a>(checker: &impl Position<'a>, node: Node<'_>) -> String {
+    crate::source::snippet(text(node, checker.text()), 50)
+}
+
+/// The canonical name of a method of one of this file's classes (see `FactBase::canonical`).
+pub fn own_method_name<'a>(checker: &impl Position<'a>, class: usize, method: &str) -> String {
+    let module = checker.analysis().module_path().unwrap_or("");
+    format!("{module}.{}.{method}", checker.model().classes[class].name)
+}
