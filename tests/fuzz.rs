@@ -10,7 +10,7 @@ use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
-use proptest::test_runner::Config;
+use proptest::test_runner::{Config, RngSeed};
 
 use torchlint::diagnostic::FileDiagnostics;
 use torchlint::project::run::{self, Outcome};
@@ -23,12 +23,23 @@ use torchlint::settings::{CliOverrides, Settings};
 const CASE_TIME_LIMIT: Duration = Duration::from_secs(30);
 
 fn config() -> Config {
-    let cases = std::env::var("TORCHLINT_FUZZ_CASES")
-        .ok()
-        .and_then(|cases| cases.parse().ok())
-        .unwrap_or(24);
     // A failing input is kept in proptest-regressions/fuzz.txt: later runs try it first.
-    Config::with_cases(cases)
+    match std::env::var("TORCHLINT_FUZZ_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+    {
+        // A campaign: fresh random cases each run, and a failure shrunk for at most ten minutes.
+        Some(cases) => Config {
+            max_shrink_time: 600_000,
+            ..Config::with_cases(cases)
+        },
+        // `cargo test`: the same few cases every run, so a test run never fails on a draw the
+        // previous one did not make; campaigns find the new ones.
+        None => Config {
+            rng_seed: RngSeed::Fixed(0x7091_1ec7),
+            ..Config::with_cases(24)
+        },
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
