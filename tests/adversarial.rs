@@ -351,13 +351,31 @@ fn chmod(path: &Path, mode: u32) {
 
 /// Runs the binary as an ordinary user: as `nobody` when the tests run as root (root ignores
 /// permissions), after making the project folder readable by others.
+/// The binary runs from a copy that `nobody` may execute: the checkout can sit in a folder only
+/// its owner may enter (`mktemp -d` makes such folders).
 fn run_as_ordinary_user(project: &Project, args: &[&str]) -> Run {
-    let mut command = project.command();
-    command.args(args);
-    if running_as_root(project) {
-        chmod(project.path(), 0o755);
-        command.uid(65534).gid(65534);
+    if !running_as_root(project) {
+        let mut command = project.command();
+        command.args(args);
+        return run_with_timeout(command, Duration::from_secs(120));
     }
+    chmod(project.path(), 0o755);
+    let bin = tempfile::tempdir().unwrap();
+    chmod(bin.path(), 0o755);
+    let copy = bin.path().join("torchlint");
+    fs::copy(env!("CARGO_BIN_EXE_torchlint"), &copy).unwrap();
+    chmod(&copy, 0o755);
+    // The same command as `project.command()`, from the copy.
+    let template = project.command();
+    let mut command = Command::new(&copy);
+    command.current_dir(project.path());
+    for (key, value) in template.get_envs() {
+        match value {
+            Some(value) => command.env(key, value),
+            None => command.env_remove(key),
+        };
+    }
+    command.args(args).uid(65534).gid(65534);
     run_with_timeout(command, Duration::from_secs(120))
 }
 

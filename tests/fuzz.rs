@@ -46,8 +46,17 @@ fn config() -> Config {
 // Seeds: real Python and notebooks from this repository (the rule docs' examples hold every
 // hazard the rules know).
 
+/// The checkout the seeds come from: where the tests were built, or, for a test executable
+/// copied to another machine (`scripts/fuzz --binaries`), the folder it runs in.
 fn repository() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    static REPOSITORY: LazyLock<PathBuf> = LazyLock::new(|| {
+        let built = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        match std::env::current_dir() {
+            Ok(here) if !built.join("rules").is_dir() && here.join("rules").is_dir() => here,
+            _ => built,
+        }
+    });
+    &REPOSITORY
 }
 
 static PYTHON_SEEDS: LazyLock<Vec<Vec<u8>>> = LazyLock::new(|| {
