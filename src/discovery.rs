@@ -32,6 +32,7 @@ pub fn discover(paths: &[PathBuf], resolver: &Arc<Resolver>) -> Discovered {
     let errors = Mutex::new(Vec::new());
     let report = |error: FileError| errors.lock().unwrap_or_else(|p| p.into_inner()).push(error);
 
+    let mut linked_file_found = false;
     for root in paths {
         let root = tidy(root);
         let metadata = match std::fs::metadata(&root) {
@@ -96,6 +97,7 @@ pub fn discover(paths: &[PathBuf], resolver: &Arc<Resolver>) -> Discovered {
                 continue;
             };
             if file_type.is_symlink() {
+                linked_file_found = true;
                 match std::fs::metadata(path) {
                     Ok(target) if target.is_file() => {}
                     Ok(_) => continue,
@@ -116,7 +118,11 @@ pub fn discover(paths: &[PathBuf], resolver: &Arc<Resolver>) -> Discovered {
         }
     }
 
-    dedupe_by_file(&mut targets);
+    // One walk of one folder yields each path once; only several roots or a symlinked file
+    // can name a file twice, and only then is every path resolved.
+    if paths.len() > 1 || linked_file_found {
+        dedupe_by_file(&mut targets);
+    }
     let mut errors = errors.into_inner().unwrap_or_else(|p| p.into_inner());
     errors.sort_by(|a, b| (&a.path, a.line, &a.message).cmp(&(&b.path, b.line, &b.message)));
     errors.dedup();

@@ -1004,11 +1004,11 @@ fn a_report_that_cannot_reach_stdout_is_an_error_that_says_stdout() {
     // SAFETY: close(2) is async-signal-safe.
     unsafe {
         command.pre_exec(|| {
-            libc_close_stdout();
+            libc::close(1);
             Ok(())
         });
     }
-    let run = run_with_timeout_keeping_stdout(command);
+    let run = run_with_stdout_closed(command);
     assert!(
         run.stderr.contains("cannot write the report to stdout"),
         "closed stdout: {run:#?}"
@@ -1034,18 +1034,8 @@ fn a_report_that_cannot_reach_stdout_is_an_error_that_says_stdout() {
     assert_eq!(run.code, 2);
 }
 
-fn libc_close_stdout() {
-    unsafe extern "C" {
-        fn close(fd: i32) -> i32;
-    }
-    // SAFETY: closing descriptor 1 of the child, before it runs torchlint.
-    unsafe {
-        close(1);
-    }
-}
-
 /// Runs a command whose stdout the test has closed: only stderr is read.
-fn run_with_timeout_keeping_stdout(mut command: Command) -> Run {
+fn run_with_stdout_closed(mut command: Command) -> Run {
     let output = command
         .stdin(Stdio::null())
         .stderr(Stdio::piped())
