@@ -548,3 +548,29 @@ fn file_names_that_are_not_utf8_or_hold_control_characters_are_shown_escaped() {
     let gitlab: serde_json::Value = serde_json::from_str(&gitlab.stdout).unwrap();
     assert_eq!(gitlab.as_array().unwrap().len(), 4);
 }
+
+/// A minified line with thousands of findings: the full format shows a window of the line
+/// around each one (with the file's own column), not the whole line once per finding, whose
+/// output grew with the square of the line's length (715 MB for 5,000 loads on one line).
+#[test]
+fn full_format_cuts_long_lines_to_what_a_finding_points_at() {
+    let project = Project::new();
+    let line = vec!["t = torch.load(f)"; 5000].join("; ");
+    project.write("minified.py", format!("import torch\n{line}\n"));
+    let run = project.run(&["check", "--no-cache", "minified.py"]);
+    assert_eq!(run.stdout.matches("warning[TL108]").count(), 5000);
+    let last_column = (5000 - 1) * "t = torch.load(f); ".len() + 5;
+    assert!(
+        run.stdout
+            .contains(&format!("minified.py:2:{last_column}\n")),
+        "the last finding keeps its column"
+    );
+    let longest = run.stdout.lines().map(|l| l.chars().count()).max().unwrap();
+    assert!(longest < 300, "a snippet line of {longest} characters");
+    assert!(
+        run.stdout
+            .lines()
+            .any(|l| l.starts_with("2 │ …") && l.ends_with('…')),
+        "a line cut on both sides"
+    );
+}

@@ -12,6 +12,7 @@ use codespan_reporting::term::{self, Config};
 use termcolor::{Buffer, WriteColor};
 
 use super::Report;
+use super::excerpt::Excerpt;
 use crate::diagnostic::{Applicability, Diagnostic, FileDiagnostics};
 use crate::source::SourceFile;
 
@@ -157,6 +158,127 @@ impl<'a> Files<'a> for FileDb<'a> {
     }
 }
 
+/// The views of one finding with its long lines cut (see `excerpt`): views holding a long line
+/// it points at are replaced by excerpts, the others are the file database's.
+struct Cropped<'d, 'a> {
+    db: &'d FileDb<'a>,
+    excerpts: Vec<(usize, Excerpt)>,
+}
+
+impl<'d, 'a> Cropped<'d, 'a> {
+    /// The finding's views with long lines cut, and the finding with its labels moved into
+    /// them; `None` when every line it shows is short.
+    fn new(db: &'d FileDb<'a>, diagnostic: &Rendered<usize>) -> Option<(Self, Rendered<usize>)> {
+        let mut views: Vec<usize> = diagnostic.labels.iter().map(|l| l.file_id).collect();
+        views.sort_unstable();
+        views.dedup();
+        let excerpts: Vec<(usize, Excerpt)> = views
+            .into_iter()
+            .filter_map(|id| {
+                let view = db.views.get(id)?;
+                let points: Vec<usize> = diagnostic
+                    .labels
+                    .iter()
+                    .filter(|l| l.file_id == id)
+                    .flat_map(|l| [l.range.start, l.range.end])
+                    .collect();
+                Some((id, Excerpt::cut(view.text, &view.line_starts, &points)?))
+            })
+            .collect();
+        if excerpts.is_empty() {
+            return None;
+        }
+        let cropped = Cropped { db, excerpts };
+        let mut diagnostic = diagnostic.clone();
+        for label in &mut diagnostic.labels {
+            if let Some(excerpt) = cropped.excerpt(label.file_id) {
+                label.range =
+                    excerpt.to_excerpt(label.range.start)..excerpt.to_excerpt(label.range.end);
+            }
+        }
+        Some((cropped, diagnostic))
+    }
+
+    fn excerpt(&self, id: usize) -> Option<&Excerpt> {
+        self.excerpts
+            .iter()
+            .find(|(view, _)| *view == id)
+            .map(|(_, excerpt)| excerpt)
+    }
+}
+
+impl<'c> Files<'c> for Cropped<'_, '_> {
+    type FileId = usize;
+    type Name = String;
+    type Source = &'c str;
+
+    fn name(&'c self, id: usize) -> Result<String, Error> {
+        self.db.name(id)
+    }
+
+    fn source(&'c self, id: usize) -> Result<&'c str, Error> {
+        match self.excerpt(id) {
+            Some(excerpt) => Ok(&excerpt.text),
+            None => self.db.source(id),
+        }
+    }
+
+    fn line_index(&'c self, id: usize, byte_index: usize) -> Result<usize, Error> {
+        match self.excerpt(id) {
+            Some(excerpt) => Ok(excerpt
+                .line_starts
+                .partition_point(|&start| start <= byte_index)
+                .saturating_sub(1)),
+            None => self.db.line_index(id, byte_index),
+        }
+    }
+
+    fn line_range(&'c self, id: usize, line_index: usize) -> Result<Range<usize>, Error> {
+        let Some(excerpt) = self.excerpt(id) else {
+            return self.db.line_range(id, line_index);
+        };
+        let starts = &excerpt.line_starts;
+        let start = *starts.get(line_index).ok_or(Error::LineTooLarge {
+            given: line_index,
+            max: starts.len().saturating_sub(1),
+        })?;
+        let end = starts
+            .get(line_index + 1)
+            .copied()
+            .unwrap_or(excerpt.text.len());
+        Ok(start..end)
+    }
+
+    /// The file's line number, not the excerpt's.
+    fn line_number(&'c self, id: usize, line_index: usize) -> Result<usize, Error> {
+        let first = self.excerpt(id).map_or(0, |excerpt| excerpt.first_line);
+        Ok(first + line_index + 1)
+    }
+
+    /// The column in the file's line, counting the characters the excerpt left out.
+    fn column_number(
+        &'c self,
+        id: usize,
+        line_index: usize,
+        byte_index: usize,
+    ) -> Result<usize, Error> {
+        let Some(excerpt) = self.excerpt(id) else {
+            return self.db.column_number(id, line_index, byte_index);
+        };
+        let view = self.db.view(id)?;
+        let line = excerpt.first_line + line_index;
+        let line_start = *view.line_starts.get(line).ok_or(Error::LineTooLarge {
+            given: line,
+            max: view.line_starts.len().saturating_sub(1),
+        })?;
+        let offset = excerpt.to_view(byte_index).max(line_start);
+        Ok(view
+            .text
+            .get(line_start..offset)
+            .map_or(1, |text| text.chars().count() + 1))
+    }
+}
+
 pub fn render(report: &Report<'_>, color: bool, out: &mut dyn Write) -> io::Result<()> {
     let rendered: Vec<Rendered<usize>> = report
         .files
@@ -187,8 +309,14 @@ pub(crate) fn emit(
         Buffer::no_color()
     };
     for diagnostic in rendered {
-        term::emit_to_write_style(&mut buffer, &config, &db, &db.localize(diagnostic))
-            .map_err(io::Error::other)?;
+        let diagnostic = db.localize(diagnostic);
+        let result = match Cropped::new(&db, &diagnostic) {
+            Some((cropped, diagnostic)) => {
+                term::emit_to_write_style(&mut buffer, &config, &cropped, &diagnostic)
+            }
+            None => term::emit_to_write_style(&mut buffer, &config, &db, &diagnostic),
+        };
+        result.map_err(io::Error::other)?;
     }
     buffer.reset()?;
     out.write_all(buffer.as_slice())

@@ -2,6 +2,7 @@
 //! JSON, SARIF 2.1.0, GitHub Actions annotations, GitLab Code Quality JSON or JUnit XML. Rendering never looks back at the tree.
 
 mod concise;
+mod excerpt;
 pub(crate) mod full;
 mod github;
 mod gitlab;
