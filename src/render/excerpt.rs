@@ -83,8 +83,9 @@ impl Excerpt {
             self.copy(text, line);
             return;
         }
+        // A line nothing points at (context around a marked one) shows its start.
         let mut windows: Vec<Range<usize>> = if marked.is_empty() {
-            vec![line.start..line.start + LONGEST_LINE]
+            std::iter::once(line.start..line.start + LONGEST_LINE).collect()
         } else {
             marked
                 .iter()
