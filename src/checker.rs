@@ -9,8 +9,8 @@ use tree_sitter::{Node, QueryCursor, Tree};
 
 use crate::diagnostic::Diagnostic;
 use crate::parse::{Descend, FIELDS, KINDS, Visit, text, walk};
-use crate::rules::RuleMeta;
-use crate::rules::declarative::Context;
+use crate::rule_meta::RuleMeta;
+use crate::rule_meta::declarative::Context;
 use crate::semantic::accumulation::Accumulation;
 use crate::semantic::analysis::{Analysis, ProjectView};
 use crate::semantic::cross_file::{self, Assumption, FunctionKey};

@@ -4,36 +4,12 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::rules::RuleMeta;
+// A finding's severity and its fix's applicability are the rule file's words (a rule's default
+// severity, a declarative fix's applicability), defined with the rule metadata below this layer.
+use crate::rule_meta::RuleMeta;
+pub use crate::rule_meta::{Applicability, Severity};
 use crate::semantic::cross_file::Assumption;
 use crate::source::{SourceFile, TextRange};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    Error,
-    Warning,
-    Info,
-}
-
-impl Severity {
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "error" => Some(Severity::Error),
-            "warning" => Some(Severity::Warning),
-            "info" => Some(Severity::Info),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Severity::Error => "error",
-            Severity::Warning => "warning",
-            Severity::Info => "info",
-        }
-    }
-}
 
 /// A secondary span that explains the finding (the loop that makes it per-step, ...).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,15 +22,6 @@ pub struct Label {
 pub struct Edit {
     pub range: TextRange,
     pub content: String,
-}
-
-/// Ruff's fix applicability levels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Applicability {
-    Safe,
-    Unsafe,
-    DisplayOnly,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -22,6 +22,7 @@ pub mod parse;
 pub mod probe;
 pub mod project;
 pub mod render;
+pub mod rule_meta;
 pub mod rules;
 pub mod semantic;
 pub mod server;

@@ -4,8 +4,8 @@
 mod common;
 
 use common::Project;
-use torchlint::rules::RuleRegistry;
-use torchlint::rules::meta::ExampleKind;
+use torchlint::rule_meta::ExampleKind;
+use torchlint::rule_meta::RuleRegistry;
 
 #[test]
 fn every_memory_rule_on_its_example() {

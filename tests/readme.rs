@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use torchlint::rules::RuleRegistry;
+use torchlint::rule_meta::RuleRegistry;
 
 fn read(relative: &str) -> String {
     std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)).unwrap()

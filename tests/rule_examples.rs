@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use torchlint::linter;
-use torchlint::rules::RuleRegistry;
-use torchlint::rules::meta::ExampleKind;
+use torchlint::rule_meta::ExampleKind;
+use torchlint::rule_meta::RuleRegistry;
 use torchlint::settings::{CliOverrides, Settings};
 use torchlint::source::SourceFile;
 
@@ -74,12 +74,7 @@ fn every_builtin_rule_documents_every_section_and_has_examples_both_ways() {
     let registry = RuleRegistry::load_builtin().expect("built-in rule files are valid");
     for rule in registry.iter() {
         let titles: Vec<&str> = rule.sections.iter().map(|s| s.title.as_str()).collect();
-        assert_eq!(
-            titles,
-            torchlint::rules::meta::DOC_SECTIONS,
-            "{}",
-            rule.code
-        );
+        assert_eq!(titles, torchlint::rule_meta::DOC_SECTIONS, "{}", rule.code);
         for kind in [ExampleKind::Flagged, ExampleKind::NotFlagged] {
             assert!(
                 rule.examples.iter().any(|e| e.kind == kind),

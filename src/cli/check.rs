@@ -15,7 +15,7 @@ use crate::diagnostic::FileDiagnostics;
 use crate::discovery::{self, FileError, LintTarget, display_path};
 use crate::project::run::{self, Outcome};
 use crate::render::{self, OutputFormat, Report};
-use crate::rules::RuleMeta;
+use crate::rule_meta::RuleMeta;
 use crate::settings::Settings;
 use crate::source;
 

@@ -7,7 +7,7 @@ use clap::ValueEnum;
 use serde::Serialize;
 
 use super::print_error;
-use crate::rules::{RuleMeta, RuleRegistry};
+use crate::rule_meta::{RuleMeta, RuleRegistry};
 use crate::settings::CliOverrides;
 use crate::settings::resolver::Resolver;
 

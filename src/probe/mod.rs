@@ -274,7 +274,7 @@ fn extra_diagnostics(
     source: &SourceFile,
     watches: &[(String, usize)],
 ) -> Result<Vec<Diagnostic>, String> {
-    let registry = crate::rules::RuleRegistry::builtin();
+    let registry = crate::rule_meta::RuleRegistry::builtin();
     watches
         .iter()
         .map(|(code, line)| {

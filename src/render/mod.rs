@@ -17,7 +17,7 @@ use std::sync::Arc;
 use clap::ValueEnum;
 
 use crate::diagnostic::{Diagnostic, FileDiagnostics};
-use crate::rules::RuleMeta;
+use crate::rule_meta::RuleMeta;
 use crate::source::{DisplayLocation, SourceFile};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -12,7 +12,7 @@ use serde_sarif::sarif::{
 
 use super::{Report, absolute, cell_note};
 use crate::diagnostic::Severity;
-use crate::rules::RuleMeta;
+use crate::rule_meta::RuleMeta;
 use crate::source::SourceFile;
 
 const SCHEMA: &str = "https://json.schemastore.org/sarif-2.1.0.json";

@@ -15,7 +15,8 @@ use toml::Spanned;
 use toml::de::DeValue;
 
 use crate::error::FileError;
-use crate::rules::{Dispatch, RuleMeta, RuleRegistry};
+use crate::rule_meta::{RuleMeta, RuleRegistry};
+use crate::rules::Dispatch;
 pub use config_file::ConfigFile;
 use selector::{SelectionLayer, Selector};
 

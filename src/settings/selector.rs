@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use crate::rules::{RuleMeta, RuleRegistry};
+use crate::rule_meta::{RuleMeta, RuleRegistry};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Selector {

@@ -1,22 +1,17 @@
 //! Declarative rules: a tree-sitter pattern plus torch-aware context predicates, evaluated
-//! at the node the pattern starts at, during the checker's single walk.
-
-mod spec;
+//! at the node the pattern starts at, during the checker's single walk. The rule file's spec
+//! (`rule_meta::declarative`) is data; this module runs it against the checker's context.
 
 use std::sync::Arc;
 
 use tree_sitter::{Node, QueryCursor, QueryMatch, StreamingIterator};
 
-pub use spec::{
-    ArgumentRef, CONTEXTS, Context, DeclarativeRule, FixEdit, FixSpec, GradRequirement,
-    MatchClause, Predicate, RawMatch,
-};
-
 use crate::checker::{Checker, GradMode, last_part_is};
 use crate::diagnostic::{Diagnostic, Edit, Fix};
 pub use crate::parse::{ArgumentLookup, find_argument};
 use crate::parse::{FIELDS, KINDS};
-use crate::rules::RuleMeta;
+use crate::rule_meta::RuleMeta;
+use crate::rule_meta::declarative::{FixEdit, FixSpec, GradRequirement, MatchClause, Predicate};
 
 /// Runs one clause at `node` (whose kind is the clause's root kind).
 pub fn run_clause<'a>(

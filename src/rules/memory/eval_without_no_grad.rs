@@ -8,7 +8,8 @@ use tree_sitter::Node;
 use super::{forward_call, short};
 use crate::checker::{Checker, GradMode};
 use crate::diagnostic::Diagnostic;
-use crate::rules::{Check, RuleMeta};
+use crate::rule_meta::RuleMeta;
+use crate::rules::Check;
 use crate::semantic::{ModeCall, modules, training};
 
 pub struct EvalWithoutNoGrad;

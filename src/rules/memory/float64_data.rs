@@ -8,8 +8,9 @@ use super::short;
 use crate::checker::Checker;
 use crate::diagnostic::Diagnostic;
 use crate::parse::{FIELDS, KINDS};
+use crate::rule_meta::RuleMeta;
+use crate::rules::Check;
 use crate::rules::declarative::find_argument;
-use crate::rules::{Check, RuleMeta};
 use crate::semantic::values::{Kind, Tri};
 
 pub struct Float64Data;

@@ -11,7 +11,8 @@ use super::{
 use crate::checker::Checker;
 use crate::diagnostic::Diagnostic;
 use crate::parse::KINDS;
-use crate::rules::{Check, RuleMeta};
+use crate::rule_meta::RuleMeta;
+use crate::rules::Check;
 use crate::semantic::values::{Kind, Tri};
 
 pub struct GpuCollection;

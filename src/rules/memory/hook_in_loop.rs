@@ -9,7 +9,8 @@ use super::{loop_header, per_batch_function};
 use crate::checker::Checker;
 use crate::diagnostic::Diagnostic;
 use crate::parse::{FIELDS, KINDS};
-use crate::rules::{Check, RuleMeta};
+use crate::rule_meta::RuleMeta;
+use crate::rules::Check;
 use crate::semantic::values::Kind;
 use crate::source::TextRange;
 

@@ -9,7 +9,8 @@ use super::{How, accumulation, carrying_loops, forward_call, loop_header, short}
 use crate::checker::Checker;
 use crate::diagnostic::Diagnostic;
 use crate::parse::{FIELDS, KINDS, is_identifier_char};
-use crate::rules::{Check, RuleMeta};
+use crate::rule_meta::RuleMeta;
+use crate::rules::Check;
 use crate::semantic::values::{Kind, Tri};
 
 pub struct MissingDetach;

@@ -7,8 +7,9 @@ use tree_sitter::Node;
 use crate::checker::Checker;
 use crate::diagnostic::Diagnostic;
 use crate::parse::{FIELDS, KINDS};
+use crate::rule_meta::RuleMeta;
+use crate::rules::Check;
 use crate::rules::declarative::find_argument;
-use crate::rules::{Check, RuleMeta};
 use crate::semantic::constants::Constant;
 
 pub struct PinnedWorkers;

@@ -9,8 +9,9 @@ use super::{first_per_batch, forward_call, loop_header, per_batch_function};
 use crate::checker::Checker;
 use crate::diagnostic::Diagnostic;
 use crate::parse::{Descend, FIELDS, KINDS, Visit, walk};
+use crate::rule_meta::RuleMeta;
+use crate::rules::Check;
 use crate::rules::declarative::find_argument;
-use crate::rules::{Check, RuleMeta};
 use crate::semantic::constants::Constant;
 
 pub struct RetainGraphInLoop;

@@ -12,7 +12,8 @@ use super::{
 use crate::checker::Checker;
 use crate::diagnostic::{Diagnostic, Severity};
 use crate::parse::{FIELDS, KINDS};
-use crate::rules::{Check, RuleMeta};
+use crate::rule_meta::RuleMeta;
+use crate::rules::Check;
 use crate::semantic::values::{Kind, Tri};
 
 pub struct TensorAccumulated;

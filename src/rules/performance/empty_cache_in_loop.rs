@@ -7,7 +7,8 @@ use tree_sitter::Node;
 
 use crate::checker::{Checker, last_part_is};
 use crate::diagnostic::Diagnostic;
-use crate::rules::{Check, RuleMeta};
+use crate::rule_meta::RuleMeta;
+use crate::rules::Check;
 
 pub struct EmptyCacheInLoop;
 

@@ -1,11 +1,22 @@
-//! What torchlint knows about a rule besides its check: identity, severity, message, docs and
-//! the examples that double as its first tests.
+//! What torchlint knows about a rule besides its check, as data: identity, severity, message,
+//! docs, options, the examples that double as its first tests, and a declarative rule's
+//! `[[match]]` spec. Read from the rule files (`rule_file`) into the registry (`registry`).
+//! Settings select rules by it and a finding carries it, so it sits below both; the checks
+//! and the per-node-kind dispatch that run a rule stay in `rules`.
+
+pub mod applicability;
+pub mod declarative;
+pub mod registry;
+pub mod rule_file;
+pub mod severity;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::diagnostic::Severity;
-use crate::rules::declarative::DeclarativeRule;
+pub use applicability::Applicability;
+use declarative::DeclarativeRule;
+pub use registry::RuleRegistry;
+pub use severity::Severity;
 
 /// The fixed documentation layout, in order. Every built-in rule has all of them.
 pub const DOC_SECTIONS: [&str; 6] = [
@@ -51,7 +62,7 @@ pub struct DocSection {
 
 #[derive(Debug)]
 pub enum Implementation {
-    /// A module under `src/rules/` with the rule's name.
+    /// A module under `src/rules/` with the rule's name (`rules::rust_check`).
     Rust,
     /// A tree-sitter query plus context predicates, written in the rule file.
     Declarative(Arc<DeclarativeRule>),

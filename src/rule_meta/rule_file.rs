@@ -10,13 +10,12 @@ use regex::Regex;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::diagnostic::Severity;
-use crate::error::FileError;
-use crate::rules::declarative::{DeclarativeRule, RawMatch};
-use crate::rules::meta::{
+use super::declarative::{DeclarativeRule, RawMatch};
+use super::{
     DOC_SECTIONS, DocSection, Example, ExampleKind, Implementation, OptionKind, Origin, RuleMeta,
-    RuleOption, TEST_CASES_SECTION,
+    RuleOption, Severity, TEST_CASES_SECTION,
 };
+use crate::error::FileError;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]

@@ -1,10 +1,11 @@
-//! The `[[match]]` tables of a declarative rule file, validated into a [`DeclarativeRule`].
+//! The `[[match]]` tables of a declarative rule file, validated into a [`DeclarativeRule`]: the
+//! rule as written, its patterns compiled against the grammar. `rules::declarative` runs it.
 
 use serde::Deserialize;
 use toml::Spanned;
 use tree_sitter::{Query, QueryErrorKind};
 
-use crate::diagnostic::Applicability;
+use super::Applicability;
 use crate::parse::python;
 
 /// A rule written as data: one or more tree-sitter patterns, each with context predicates.
