@@ -11,6 +11,7 @@ use crate::diagnostic::Diagnostic;
 use crate::parse::{Descend, FIELDS, KINDS, Visit, text, walk};
 use crate::rule_meta::RuleMeta;
 use crate::rule_meta::declarative::Context;
+use crate::rules::Dispatch;
 use crate::semantic::accumulation::Accumulation;
 use crate::semantic::analysis::{Analysis, ProjectView};
 use crate::semantic::cross_file::{self, Assumption, FunctionKey};
@@ -121,7 +122,7 @@ pub fn check<'a>(
     settings: &'a Settings,
     project: Option<(ProjectView<'a>, &Demand)>,
 ) -> CheckOutcome {
-    let dispatch = settings.dispatch();
+    let dispatch = Dispatch::of(settings);
     let mut analysis = Analysis::new(model, tree.root_node(), source.text());
     analysis.frameworks = settings.frameworks();
     if let Some((view, _)) = project {

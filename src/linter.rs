@@ -9,6 +9,7 @@ use tree_sitter::Tree;
 use crate::checker::{self, InternalError};
 use crate::diagnostic::{self, Diagnostic};
 use crate::parse;
+use crate::rules::Dispatch;
 use crate::semantic::SemanticModel;
 use crate::semantic::analysis::ProjectView;
 use crate::semantic::cross_file::{Assumption, CalledNames, GraphCall, effective_graph_calls};
@@ -107,7 +108,7 @@ pub fn lint_parsed_in(
     let model = SemanticModel::build(
         tree,
         source.text(),
-        settings.dispatch().kinds(),
+        Dispatch::of(settings).kinds(),
         settings.frameworks(),
     );
     let called = CalledNames::new(model.calls_by_name.keys().copied());

@@ -29,9 +29,6 @@ const LAYERS: &str = "
 /// Edges that still point up, each to be removed: the test fails on an upward edge not listed
 /// here, and on a listed edge that no longer exists, so the list only shrinks.
 const KNOWN_BACK_EDGES: &[(&str, &str)] = &[
-    // The settings keep the enabled rules' dispatch table (`rules::Dispatch`). To be removed:
-    // the rules layer builds it and keeps it with the settings.
-    ("settings", "rules"),
     // The settings build the framework table (`[tool.torchlint.frameworks]`) with semantic's
     // type. To be removed: the table's config extension kept as data that semantic reads.
     ("settings", "semantic"),

@@ -27,6 +27,7 @@ use crate::project::imports::{self, Import};
 use crate::project::{
     self as project, Assumption, CalledNames, FunctionKey, GraphCall, ProjectFile, schedule,
 };
+use crate::rules::Dispatch;
 use crate::semantic::facts::{FactBase, Question};
 use crate::semantic::summary::{Demand, FileSummary};
 use crate::settings::Settings;
@@ -881,7 +882,7 @@ fn no_grad_functions(
         .map(|((target, display), called)| ProjectFile {
             path: &target.path,
             display,
-            kinds: target.settings.dispatch().kinds(),
+            kinds: Dispatch::of(&target.settings).kinds(),
             frameworks: target.settings.frameworks(),
             called: called.as_ref(),
             text: facts.overrides.bytes(&target.path),

@@ -15,6 +15,7 @@ use crate::diagnostic::Diagnostic;
 use crate::parse::python;
 use crate::rule_meta::declarative::DeclarativeRule;
 use crate::rule_meta::{Implementation, RuleMeta};
+use crate::settings::Settings;
 
 /// A rule implemented in Rust: called for every node of the kinds it names.
 pub trait Check: Send + Sync {
@@ -91,6 +92,14 @@ pub struct Dispatch {
 }
 
 impl Dispatch {
+    /// The dispatch table of the settings' enabled rules, built on first use and kept with
+    /// the settings.
+    pub fn of(settings: &Settings) -> &Dispatch {
+        settings
+            .dispatch
+            .get_or_init(|| Dispatch::new(settings.enabled_rules()))
+    }
+
     pub fn new(rules: &[Arc<RuleMeta>]) -> Self {
         let language = python();
         let mut by_kind: Vec<Vec<(usize, Entry)>> = (0..language.node_kind_count())

@@ -2,13 +2,14 @@
 //! enabled rules, their options, per-file ignores, excludes and extra rule packs.
 
 pub mod config_file;
+pub mod memo;
 pub mod resolver;
 pub mod selector;
 
 use crate::semantic::frameworks::{self, Frameworks};
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, LazyLock, Mutex, OnceLock};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use toml::Spanned;
@@ -16,8 +17,8 @@ use toml::de::DeValue;
 
 use crate::error::FileError;
 use crate::rule_meta::{RuleMeta, RuleRegistry};
-use crate::rules::Dispatch;
 pub use config_file::ConfigFile;
+use memo::Memo;
 use selector::{SelectionLayer, Selector};
 
 /// Folders no one wants linted; `exclude` replaces this list, `extend-exclude` adds to it.
@@ -61,7 +62,8 @@ pub struct Settings {
     pub project_root: PathBuf,
     /// The config file these settings came from, if any.
     pub config_path: Option<PathBuf>,
-    dispatch: OnceLock<Dispatch>,
+    /// The enabled rules' dispatch table, built and read by `rules::Dispatch::of`.
+    pub dispatch: Memo,
     /// What the findings of a file depend on besides its text, hashed (see [`Settings::fingerprint`]).
     fingerprint: u128,
     /// The framework table with the config's additions, when it has any.
@@ -309,7 +311,7 @@ impl Settings {
             rule_options,
             project_root: root,
             config_path: config.map(|c| c.path.clone()),
-            dispatch: OnceLock::new(),
+            dispatch: Memo::default(),
             fingerprint,
             frameworks,
         })
@@ -338,11 +340,6 @@ impl Settings {
 
     pub fn is_enabled(&self, code: &str) -> bool {
         self.enabled_codes.contains(code)
-    }
-
-    /// The dispatch table of the enabled rules, built on first use.
-    pub fn dispatch(&self) -> &Dispatch {
-        self.dispatch.get_or_init(|| Dispatch::new(&self.enabled))
     }
 
     /// Whether discovery skips this path (file or folder).
