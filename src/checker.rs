@@ -16,6 +16,7 @@ use crate::semantic::accumulation::Accumulation;
 use crate::semantic::analysis::{Analysis, ProjectView};
 use crate::semantic::cross_file::{self, Assumption, FunctionKey};
 use crate::semantic::facts::Question;
+use crate::semantic::frameworks::Frameworks;
 pub use crate::semantic::grad::GradMode;
 use crate::semantic::modules;
 pub use crate::semantic::position::{PerBatchEvidence, Position};
@@ -124,7 +125,7 @@ pub fn check<'a>(
 ) -> CheckOutcome {
     let dispatch = Dispatch::of(settings);
     let mut analysis = Analysis::new(model, tree.root_node(), source.text());
-    analysis.frameworks = settings.frameworks();
+    analysis.frameworks = Frameworks::of(settings);
     if let Some((view, _)) = project {
         analysis = analysis.with_project(view);
     }

@@ -14,6 +14,7 @@ use crate::semantic::SemanticModel;
 use crate::semantic::analysis::ProjectView;
 use crate::semantic::cross_file::{Assumption, CalledNames, GraphCall, effective_graph_calls};
 use crate::semantic::facts::{FactBase, Question};
+use crate::semantic::frameworks::Frameworks;
 use crate::semantic::summary::{Demand, FileSummary};
 use crate::settings::Settings;
 use crate::source::SourceFile;
@@ -109,7 +110,7 @@ pub fn lint_parsed_in(
         tree,
         source.text(),
         Dispatch::of(settings).kinds(),
-        settings.frameworks(),
+        Frameworks::of(settings),
     );
     let called = CalledNames::new(model.calls_by_name.keys().copied());
     let suppressions = Suppressions::from_comments(source, &model.comments);

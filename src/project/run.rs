@@ -29,6 +29,7 @@ use crate::project::{
 };
 use crate::rules::Dispatch;
 use crate::semantic::facts::{FactBase, Question};
+use crate::semantic::frameworks::Frameworks;
 use crate::semantic::summary::{Demand, FileSummary};
 use crate::settings::Settings;
 use crate::settings::resolver::Resolver;
@@ -232,7 +233,7 @@ impl Session {
             .with_frameworks(
                 targets
                     .first()
-                    .and_then(|target| target.settings.extended_frameworks()),
+                    .and_then(|target| Frameworks::extension_of(&target.settings).cloned()),
             );
         let (dependencies, demand) = link(&facts, &imports);
 
@@ -883,7 +884,7 @@ fn no_grad_functions(
             path: &target.path,
             display,
             kinds: Dispatch::of(&target.settings).kinds(),
-            frameworks: target.settings.frameworks(),
+            frameworks: Frameworks::of(&target.settings),
             called: called.as_ref(),
             text: facts.overrides.bytes(&target.path),
         })

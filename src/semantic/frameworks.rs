@@ -1,69 +1,17 @@
-//! Framework knowledge as data: the table in `frameworks.toml` (which library calls return
-//! models, which base classes make one), compiled into the binary and read once.
+//! Framework knowledge compiled: the table of `settings::frameworks` (the built-in lists in
+//! `frameworks.toml`, which library calls return models, which base classes make one, plus a
+//! config's additions) with its patterns compiled, and what a name it matches means as a fact.
 
 use std::sync::LazyLock;
 
-use globset::{Glob, GlobSet, GlobSetBuilder};
-use serde::Deserialize;
+use std::sync::Arc;
+
+use globset::GlobSet;
 
 use super::facts::module_facts;
 use super::values::{Kind, Tri, ValueFacts};
-
-const TABLE: &str = include_str!("frameworks.toml");
-
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(rename_all = "kebab-case", deny_unknown_fields)]
-pub struct Table {
-    #[serde(default)]
-    pub model_factories: Vec<String>,
-    #[serde(default)]
-    pub weight_loaders: Vec<String>,
-    #[serde(default)]
-    pub tensor_functions: Vec<String>,
-    #[serde(default)]
-    pub not_models: Vec<String>,
-    #[serde(default)]
-    pub module_bases: Vec<String>,
-    #[serde(default)]
-    pub device_loaders: Vec<String>,
-    #[serde(default)]
-    pub device_placers: Vec<String>,
-    #[serde(default)]
-    pub no_grad_hooks: Vec<String>,
-    #[serde(default)]
-    pub backward_methods: Vec<String>,
-}
-
-impl Table {
-    /// The table's lists, by their names in `frameworks.toml` and in a config.
-    pub const LISTS: &'static [&'static str] = &[
-        "model-factories",
-        "weight-loaders",
-        "tensor-functions",
-        "not-models",
-        "module-bases",
-        "device-loaders",
-        "device-placers",
-        "no-grad-hooks",
-        "backward-methods",
-    ];
-
-    /// The list of that name (one of [`Table::LISTS`]).
-    pub fn list_mut(&mut self, name: &str) -> Option<&mut Vec<String>> {
-        Some(match name {
-            "model-factories" => &mut self.model_factories,
-            "weight-loaders" => &mut self.weight_loaders,
-            "tensor-functions" => &mut self.tensor_functions,
-            "not-models" => &mut self.not_models,
-            "module-bases" => &mut self.module_bases,
-            "device-loaders" => &mut self.device_loaders,
-            "device-placers" => &mut self.device_placers,
-            "no-grad-hooks" => &mut self.no_grad_hooks,
-            "backward-methods" => &mut self.backward_methods,
-            _ => return None,
-        })
-    }
-}
+use crate::settings::Settings;
+use crate::settings::frameworks::{Table, compile, method_patterns};
 
 /// The table with its patterns compiled.
 pub struct Frameworks {
@@ -86,34 +34,9 @@ pub struct Frameworks {
     backward_methods: Vec<String>,
 }
 
-fn compile(patterns: &[String]) -> Result<GlobSet, String> {
-    let mut builder = GlobSetBuilder::new();
-    for pattern in patterns {
-        let glob = Glob::new(pattern).map_err(|error| format!("`{pattern}`: {error}"))?;
-        builder.add(glob);
-    }
-    builder.build().map_err(|error| error.to_string())
-}
-
-/// Whether an entry of `backward-methods` is a method name (no receiver, no pattern): the
-/// config's entries are checked with this where they are read, so that the error names the line.
-pub fn is_method_name(name: &str) -> bool {
-    !name.is_empty()
-        && !name.starts_with(|c: char| c.is_ascii_digit())
-        && name.chars().all(|c| c == '_' || c.is_alphanumeric())
-}
-
-/// The method names `Class.method` patterns allow, as patterns of their own: the last dotted
-/// part of each (`Base.{val_step,test_step}` allows two names, `Engine.setup*` any `setup…`).
-fn method_patterns(patterns: &[String]) -> Result<GlobSet, String> {
-    let tails: Vec<String> = patterns
-        .iter()
-        .map(|pattern| pattern.rsplit('.').next().unwrap_or(pattern).to_owned())
-        .collect();
-    compile(&tails)
-}
-
 impl Frameworks {
+    /// The table compiled. `Table::check` compiles the same lists in the same order, so a
+    /// table the settings accepted compiles here.
     pub fn from_table(table: &Table) -> Result<Self, String> {
         Ok(Frameworks {
             model_factories: compile(&table.model_factories)?,
@@ -141,12 +64,8 @@ impl Frameworks {
 }
 
 static BUILTIN: LazyLock<Frameworks> = LazyLock::new(|| {
-    Frameworks::from_table(&builtin_table()).expect("frameworks.toml's patterns compile")
+    Frameworks::from_table(&Table::builtin()).expect("frameworks.toml's patterns compile")
 });
-
-fn builtin_table() -> Table {
-    toml::from_str(TABLE).expect("frameworks.toml is a valid table")
-}
 
 /// The built-in table, for runs whose config adds nothing.
 pub fn builtin() -> &'static Frameworks {
@@ -154,17 +73,21 @@ pub fn builtin() -> &'static Frameworks {
 }
 
 impl Frameworks {
-    /// The built-in table with a config's `[tool.torchlint.frameworks]` lists added to it;
-    /// an error names the pattern that does not compile.
-    pub fn extended(extra: &Table) -> Result<Frameworks, String> {
-        let mut table = builtin_table();
-        let mut extra = extra.clone();
-        for name in Table::LISTS {
-            if let (Some(list), Some(more)) = (table.list_mut(name), extra.list_mut(name)) {
-                list.append(more);
-            }
-        }
-        Frameworks::from_table(&table)
+    /// The table a file is linted with: the built-in one, or its extension by the config.
+    pub fn of(settings: &Settings) -> &Frameworks {
+        Frameworks::extension_of(settings).map_or(builtin(), |table| table)
+    }
+
+    /// The config's extension of the table, if it has one: compiled on first use and kept with
+    /// the settings (the project's fact base shares it).
+    pub fn extension_of(settings: &Settings) -> Option<&Arc<Frameworks>> {
+        let table = settings.framework_table()?;
+        Some(settings.compiled_frameworks.get_or_init(|| {
+            Arc::new(
+                Frameworks::from_table(table)
+                    .expect("the settings check the table's patterns when they read the config"),
+            )
+        }))
     }
 
     /// Whether a class of this qualified name makes its subclasses models.
@@ -244,6 +167,7 @@ impl Frameworks {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::settings::frameworks::is_method_name;
 
     #[test]
     fn the_table_knows_model_factories_and_what_is_not_one() {
@@ -297,7 +221,7 @@ mod tests {
             no_grad_hooks: vec!["acme.train.Task.score_batch".to_owned()],
             ..Table::default()
         };
-        let table = Frameworks::extended(&extra).unwrap();
+        let table = Frameworks::from_table(&Table::builtin().extended(&extra)).unwrap();
         assert!(table.call_result("acme.models.build_resnet").is_some());
         assert!(table.is_module_base("acme.train.Task"));
         assert!(table.places_on_device("acme.dist.Engine.place"));
@@ -314,9 +238,15 @@ mod tests {
             model_factories: vec!["acme.[".to_owned()],
             ..Table::default()
         };
-        let Err(error) = Frameworks::extended(&bad) else {
+        let bad = Table::builtin().extended(&bad);
+        let Err(error) = Frameworks::from_table(&bad) else {
             panic!("an unclosed class is not a pattern");
         };
         assert!(error.contains("acme.["), "{error}");
+        assert_eq!(
+            bad.check(),
+            Err(error),
+            "settings check as the table compiles"
+        );
     }
 }

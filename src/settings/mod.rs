@@ -2,11 +2,11 @@
 //! enabled rules, their options, per-file ignores, excludes and extra rule packs.
 
 pub mod config_file;
+pub mod frameworks;
 pub mod memo;
 pub mod resolver;
 pub mod selector;
 
-use crate::semantic::frameworks::{self, Frameworks};
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex};
@@ -18,6 +18,7 @@ use toml::de::DeValue;
 use crate::error::FileError;
 use crate::rule_meta::{RuleMeta, RuleRegistry};
 pub use config_file::ConfigFile;
+use frameworks::Table;
 use memo::Memo;
 use selector::{SelectionLayer, Selector};
 
@@ -66,8 +67,11 @@ pub struct Settings {
     pub dispatch: Memo,
     /// What the findings of a file depend on besides its text, hashed (see [`Settings::fingerprint`]).
     fingerprint: u128,
-    /// The framework table with the config's additions, when it has any.
-    frameworks: Option<Arc<Frameworks>>,
+    /// The framework table with the config's additions, when it has any (checked: its
+    /// patterns compile).
+    framework_table: Option<Table>,
+    /// That table compiled, built and read by `semantic::frameworks::Frameworks::of`.
+    pub compiled_frameworks: Memo,
 }
 
 impl std::fmt::Debug for Settings {
@@ -132,7 +136,7 @@ static EXTENDED_REGISTRIES: LazyLock<Mutex<HashMap<Vec<PathBuf>, Arc<RuleRegistr
 const KNOWN_KEYS: &str = "select, extend-select, ignore, per-file-ignores, exclude, extend-exclude, extend-rule-packs, frameworks, or a rule name with options";
 
 /// The lists of `[tool.torchlint.frameworks]`, as in the built-in table.
-const FRAMEWORK_KEYS: &[&str] = frameworks::Table::LISTS;
+const FRAMEWORK_KEYS: &[&str] = Table::LISTS;
 
 impl Settings {
     /// Settings with no config file: default rules, default excludes, `root` for globs.
@@ -294,9 +298,9 @@ impl Settings {
             rule_options.insert(rule.code.clone(), options);
         }
 
-        let frameworks = match config {
+        let framework_table = match config {
             Some(config) if !raw.frameworks.is_empty() => {
-                Some(Arc::new(frameworks(config, &raw.frameworks)?))
+                Some(framework_table(config, &raw.frameworks)?)
             }
             _ => None,
         };
@@ -313,7 +317,8 @@ impl Settings {
             config_path: config.map(|c| c.path.clone()),
             dispatch: Memo::default(),
             fingerprint,
-            frameworks,
+            framework_table,
+            compiled_frameworks: Memo::default(),
         })
     }
 
@@ -324,14 +329,10 @@ impl Settings {
         self.fingerprint
     }
 
-    /// What the analysis knows of libraries: the built-in table plus `[frameworks]`.
-    pub fn frameworks(&self) -> &Frameworks {
-        self.frameworks.as_deref().unwrap_or(frameworks::builtin())
-    }
-
-    /// The config's extension of the framework table, if any (shared with the fact base).
-    pub fn extended_frameworks(&self) -> Option<Arc<Frameworks>> {
-        self.frameworks.clone()
+    /// The built-in framework table plus the config's `[frameworks]` lists, when it has any
+    /// (else the analysis uses the built-in table).
+    pub fn framework_table(&self) -> Option<&Table> {
+        self.framework_table.as_ref()
     }
 
     pub fn enabled_rules(&self) -> &[Arc<RuleMeta>] {
@@ -373,11 +374,11 @@ impl Settings {
 
 /// The built-in framework table extended with the config's lists; a pattern that does not
 /// compile is an error at the pattern.
-fn frameworks(
+fn framework_table(
     config: &ConfigFile,
     lists: &[(String, usize, SpannedStrings)],
-) -> Result<Frameworks, FileError> {
-    let mut table = frameworks::Table::default();
+) -> Result<Table, FileError> {
+    let mut table = Table::default();
     for (list, _, patterns) in lists {
         for (pattern, offset) in patterns {
             if list == "backward-methods" && !frameworks::is_method_name(pattern) {
@@ -400,7 +401,11 @@ fn frameworks(
         };
         target.extend(patterns.iter().map(|(pattern, _)| pattern.clone()));
     }
-    Frameworks::extended(&table).map_err(|error| config.error_at(lists[0].1, error))
+    let table = Table::builtin().extended(&table);
+    table
+        .check()
+        .map_err(|error| config.error_at(lists[0].1, error))?;
+    Ok(table)
 }
 
 fn fingerprint(
