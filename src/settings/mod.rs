@@ -1,5 +1,7 @@
 //! Settings: what one configuration (a config file plus the command line) means for linting —
-//! enabled rules, their options, per-file ignores, excludes and extra rule packs.
+//! enabled rules, their options, per-file ignores, excludes, extra rule packs and the framework
+//! table's lists. Data only: what the layers above build from it (the rules' dispatch table,
+//! the compiled framework table) they keep in its `Memo` slots.
 
 pub mod config_file;
 pub mod frameworks;
