@@ -506,7 +506,7 @@ impl<'a> Checker<'a> {
                 ),
             });
         }
-        if training::is_per_batch_hook(&facts.name) {
+        if self.analysis.frameworks.is_per_batch_hook(&facts.name) {
             return Some(PerBatchEvidence {
                 range: facts.header.clone(),
                 reason: format!("`{}` runs once per batch", facts.name),

@@ -338,6 +338,48 @@ fn the_config_names_the_backward_of_an_in_house_engine() {
     );
 }
 
+const IN_HOUSE_BATCH_HOOK: &str = "\
+import torch
+
+
+class KnnProbe:
+    def __init__(self, device):
+        self.device = device
+        self.bank = []
+
+    def on_batch(self, batch):
+        feats, labels = batch
+        self.bank.append(labels)
+";
+
+#[test]
+fn the_config_names_the_per_batch_hooks_of_an_in_house_framework() {
+    // Nothing in the file calls `on_batch`: the framework does, once per batch, with the batch
+    // on the device. Only the table can say so.
+    let project = Project::new();
+    project.write("probe.py", IN_HOUSE_BATCH_HOOK);
+    assert_eq!(findings(&project, "TL104", &[]), Vec::<String>::new());
+    project.write(
+        "pyproject.toml",
+        "[tool.torchlint.frameworks]\nper-batch-hooks = [\"on_batch(batch)\"]\n",
+    );
+    assert_eq!(findings(&project, "TL104", &[]), ["probe.py:11:9: TL104"]);
+    // An entry that is not `name` or `name(parameter, ...)` is an error at its line.
+    project.write(
+        "pyproject.toml",
+        "[tool.torchlint.frameworks]\nper-batch-hooks = [\n  \"Runner.on_batch(batch\",\n]\n",
+    );
+    let run = project.run(&["check", "--output-format", "concise"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr.contains("pyproject.toml:3:")
+            && run.stderr.contains("`Runner.on_batch(batch`")
+            && run.stderr.contains("frameworks.per-batch-hooks"),
+        "{}",
+        run.stderr
+    );
+}
+
 #[test]
 fn a_bad_framework_entry_is_an_error_at_its_line() {
     let project = Project::new();

@@ -70,7 +70,21 @@ impl<'a> Analysis<'a> {
                     }
                 })
         };
-        runs.then(|| self.forward_of(object, callee, object_facts))
+        if !runs {
+            return None;
+        }
+        let mut forward = self.forward_of(object, callee, object_facts);
+        // `vae.sample(x)` of a method under `@torch.no_grad()`: it runs the model, recording
+        // nothing.
+        forward.grad_disabled |= classes.iter().any(|class| match class {
+            ClassRef::Local(class) => self
+                .local_method(*class, attribute)
+                .is_some_and(|method| self.grad().disabled_by_decorator(method)),
+            ClassRef::Imported(class) => self
+                .ask(Ask::GradDisabled(format!("{class}.{attribute}")))
+                .is_some(),
+        });
+        Some(forward)
     }
 
     fn forward_of(&self, receiver: Node<'a>, callee: Node<'a>, module: ValueFacts) -> Forward<'a> {
@@ -245,6 +259,26 @@ impl<'a> Analysis<'a> {
         }
         // A bare name: the file's own function, an import, or a local (a model argument).
         !BUILTINS.contains(&name) || self.model.scopes.may_rename(name)
+    }
+
+    /// `self.predict_chunks(x)`: a call of a method of the caller's own class that runs a
+    /// model.
+    pub fn calls_own_forward_method(&self, call: Node<'a>) -> bool {
+        let Some(callee) = self.model.callee(call) else {
+            return false;
+        };
+        if callee.kind_id() == KINDS.attribute
+            && callee
+                .child_by_field_id(FIELDS.object)
+                .is_some_and(|object| self.text(object) == "self")
+            && let Some(class) = self.class_of(call)
+            && let Some(name) = self.model.call_name(call)
+            && let Some(method) = self.local_method(class, name)
+        {
+            !method.byte_range().contains(&call.start_byte()) && self.runs_forward(method)
+        } else {
+            false
+        }
     }
 
     fn runs_forward_at_depth(&self, function: Node<'a>, depth: usize) -> bool {

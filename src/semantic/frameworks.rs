@@ -11,7 +11,7 @@ use globset::GlobSet;
 use super::facts::module_facts;
 use super::values::{Kind, Tri, ValueFacts};
 use crate::settings::Settings;
-use crate::settings::frameworks::{Table, compile, method_patterns};
+use crate::settings::frameworks::{Table, compile, method_patterns, parse_hook};
 
 /// The table with its patterns compiled.
 pub struct Frameworks {
@@ -32,6 +32,9 @@ pub struct Frameworks {
     /// Plain names, not patterns: the model's walk looks them up among the calls it recorded
     /// by name.
     backward_methods: Vec<String>,
+    /// Methods a framework calls once per batch, each with the names of its parameters that
+    /// receive the batch on the accelerator.
+    per_batch_hooks: Vec<(String, Vec<String>)>,
 }
 
 impl Frameworks {
@@ -55,6 +58,17 @@ impl Frameworks {
             no_grad_hooks: compile(&table.no_grad_hooks)?,
             no_grad_hook_methods: method_patterns(&table.no_grad_hooks)?,
             backward_methods: table.backward_methods.clone(),
+            per_batch_hooks: table
+                .per_batch_hooks
+                .iter()
+                .map(|entry| {
+                    let (name, parameters) = parse_hook(entry)?;
+                    Ok((
+                        name.to_owned(),
+                        parameters.into_iter().map(str::to_owned).collect(),
+                    ))
+                })
+                .collect::<Result<_, String>>()?,
         })
     }
 
@@ -138,6 +152,20 @@ impl Frameworks {
     /// or the first argument (`accelerator.backward(loss)`).
     pub fn backward_methods(&self) -> &[String] {
         &self.backward_methods
+    }
+
+    /// Whether a framework calls a method of this name once per batch.
+    pub fn is_per_batch_hook(&self, method: &str) -> bool {
+        self.batch_parameters(method).is_some()
+    }
+
+    /// The parameters of a per-batch hook that receive the batch on the accelerator, as the
+    /// framework names them; `None` when the method is no per-batch hook.
+    pub fn batch_parameters(&self, method: &str) -> Option<&[String]> {
+        self.per_batch_hooks
+            .iter()
+            .find(|(name, _)| name == method)
+            .map(|(_, parameters)| parameters.as_slice())
     }
 
     /// Whether a call of this method name runs a backward.

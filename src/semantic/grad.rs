@@ -224,7 +224,7 @@ impl GradInfo {
 
 /// The call sites of a function in this file: `f(...)` for plain functions, `x.f(...)` for
 /// methods (by name: which object a method is called on is not tracked).
-fn call_sites<'a, 'b>(
+pub(super) fn call_sites<'a, 'b>(
     analysis: &'b Analysis<'a>,
     function: Node<'b>,
 ) -> impl Iterator<Item = Node<'a>> + 'b {

@@ -295,16 +295,28 @@ impl<'a> Analysis<'a> {
             return None;
         }
         let class = self.instance_class(receiver)?;
-        let facts = match class {
+        let (mut facts, model) = match class {
             ClassRef::Local(index) => {
                 let function = self.local_method(index, method)?;
-                self.method_returns(call, function, depth)?
+                (
+                    self.method_returns(call, function, depth)?,
+                    self.modules().is_module_class(index),
+                )
             }
             ClassRef::Imported(qualified) => {
                 let facts = self.ask(Ask::Call(format!("{qualified}.{method}")))?;
-                self.at_call_site(call, facts)
+                (
+                    self.at_call_site(call, facts),
+                    self.ask(Ask::ModuleClass(qualified)).is_some(),
+                )
             }
         };
+        // A model's method computes on the model's device, which the caller decides: the
+        // class's own file need not name one.
+        if model && facts.kind == Kind::Tensor && facts.device == Tri::Unknown && self.targets_gpu()
+        {
+            facts.device = Tri::Yes;
+        }
         Some(facts)
     }
 

@@ -7,13 +7,18 @@ use tree_sitter::Node;
 use super::accumulation::forward_call;
 use super::position::Position;
 use crate::parse::{Descend, FIELDS, KINDS, Visit, text, walk};
-use crate::semantic::training;
-use crate::semantic::values::Kind;
+use crate::semantic::values::{Kind, is_non_forward_method};
 use crate::source::TextRange;
 
 /// Why a loop runs once per batch, for labels; `None` for loops that do not (epochs,
 /// setup loops, loops over time steps of one sequence).
 pub fn per_batch_reason<'a>(checker: &impl Position<'a>, loop_node: Node<'a>) -> Option<String> {
+    reason(checker, loop_node, true)
+}
+
+/// `per_batch_reason`; `helpers`: whether to ask if the loop's function is itself run once
+/// per batch by its callers (not asked of the callers' loops).
+fn reason<'a>(checker: &impl Position<'a>, loop_node: Node<'a>, helpers: bool) -> Option<String> {
     let facts = checker.model().loop_facts(loop_node)?;
     if let Some(call) = facts
         .training_call
@@ -37,8 +42,13 @@ pub fn per_batch_reason<'a>(checker: &impl Position<'a>, loop_node: Node<'a>) ->
     let over_modules = checker
         .field(loop_node, FIELDS.right)
         .is_some_and(|iterable| checker.analysis().facts(iterable).kind == Kind::Module);
-    if facts.nested_training || over_modules || in_module_method(checker, loop_node) {
-        // Loops inside a model's own code run per layer or per chunk of one forward pass.
+    if facts.nested_training
+        || over_modules
+        || in_module_method(checker, loop_node)
+        || (helpers && in_per_batch_helper(checker, loop_node))
+    {
+        // Loops inside a model's own code run per layer or per chunk of one forward pass; so
+        // do the loops of a helper that each batch of a caller's loop runs through.
         return None;
     }
     runs_forward(checker, loop_node).map(|call| {
@@ -47,6 +57,46 @@ pub fn per_batch_reason<'a>(checker: &impl Position<'a>, loop_node: Node<'a>) ->
             crate::source::snippet(call, 50)
         )
     })
+}
+
+/// Whether the function around a loop is called, at every call site in this file, once per
+/// batch of a caller (`predict_in_chunks(batch)` in `for batch in loader`, or in a helper that
+/// loop calls): its own loop then runs over pieces of one batch.
+fn in_per_batch_helper<'a>(checker: &impl Position<'a>, loop_node: Node<'a>) -> bool {
+    enclosing(loop_node, KINDS.function_definition)
+        .is_some_and(|function| called_per_batch(checker, function, 0))
+}
+
+fn called_per_batch<'a>(checker: &impl Position<'a>, function: Node<'a>, depth: usize) -> bool {
+    let analysis = checker.analysis();
+    let mut sites = super::grad::call_sites(analysis, function).peekable();
+    if depth > 3 || sites.peek().is_none() {
+        return false;
+    }
+    sites.all(|call| {
+        let mut node = call;
+        while let Some(parent) = node.parent() {
+            if parent.kind_id() == KINDS.function_definition {
+                return called_per_batch(checker, parent, depth + 1);
+            }
+            if (parent.kind_id() == KINDS.for_statement
+                || parent.kind_id() == KINDS.while_statement)
+                && reason(checker, parent, false).is_some()
+            {
+                return true;
+            }
+            node = parent;
+        }
+        false
+    })
+}
+
+fn enclosing(node: Node<'_>, kind: u16) -> Option<Node<'_>> {
+    let mut node = node.parent()?;
+    while node.kind_id() != kind {
+        node = node.parent()?;
+    }
+    Some(node)
 }
 
 /// Whether a node is in a method of an `nn.Module` class.
@@ -59,6 +109,11 @@ pub fn in_module_method<'a>(checker: &impl Position<'a>, node: Node<'a>) -> bool
 
 /// A forward call in the loop's own body (not in nested loops or functions).
 fn runs_forward<'a>(checker: &impl Position<'a>, loop_node: Node<'a>) -> Option<&'a str> {
+    // A `while` loop that runs a model without drawing batches steps through one sequence
+    // (autoregressive decoding feeds each output back in).
+    if loop_node.kind_id() != KINDS.for_statement {
+        return None;
+    }
     runs_forward_in(checker, checker.field(loop_node, FIELDS.body)?)
 }
 
@@ -88,7 +143,9 @@ fn runs_forward_in<'a>(checker: &impl Position<'a>, body: Node<'a>) -> Option<&'
             return Descend::No;
         }
         if kind == KINDS.call
-            && (forward_call(checker, node).is_some() || calls_model_helper(checker, node))
+            && (forward_call(checker, node).is_some()
+                || calls_model_helper(checker, node)
+                || calls_model_method(checker, node))
         {
             found = Some(checker.node_text(node));
             return Descend::No;
@@ -98,9 +155,28 @@ fn runs_forward_in<'a>(checker: &impl Position<'a>, body: Node<'a>) -> Option<&'
     found.map(first_line)
 }
 
+/// `vae.sample_latent(x)`: a method of a model given inputs, which computes with the model
+/// whether or not it records a graph.
+fn calls_model_method<'a>(checker: &impl Position<'a>, call: Node<'a>) -> bool {
+    let Some(callee) = checker.field(call, FIELDS.function) else {
+        return false;
+    };
+    callee.kind_id() == KINDS.attribute
+        && checker
+            .field(callee, FIELDS.object)
+            .is_some_and(|object| checker.analysis().facts(object).kind == Kind::Module)
+        && checker
+            .field(callee, FIELDS.attribute)
+            .is_some_and(|method| !is_non_forward_method(checker.node_text(method)))
+        && checker
+            .field(call, FIELDS.arguments)
+            .is_some_and(|arguments| arguments.named_child_count() > 0)
+}
+
 /// `forecast_error(model, x)`: a call of one of the file's functions that runs a model.
 fn calls_model_helper<'a>(checker: &impl Position<'a>, call: Node<'a>) -> bool {
     checker.analysis().calls_forward_helper(call, 0)
+        || checker.analysis().calls_own_forward_method(call)
 }
 
 pub fn first_line(text: &str) -> &str {
@@ -135,7 +211,7 @@ pub fn loop_header<'a>(checker: &impl Position<'a>, loop_node: Node<'a>) -> Text
 /// loop: a framework per-batch hook (`training_step`) or a function that is itself a step.
 pub fn per_batch_function<'a>(checker: &impl Position<'a>) -> Option<(TextRange, String)> {
     let (function, facts) = checker.current_function()?;
-    if training::is_per_batch_hook(&facts.name) {
+    if checker.analysis().frameworks.is_per_batch_hook(&facts.name) {
         return Some((
             facts.header.clone(),
             format!("`{}` runs once per batch", facts.name),

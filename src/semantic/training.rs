@@ -82,36 +82,6 @@ pub fn iterates_batches(iterable: &str) -> bool {
     LOADER_LIKE.is_match(iterable)
 }
 
-/// Framework methods that run once per batch (Lightning, HF Trainer, mmengine, ignite).
-pub fn is_per_batch_hook(function_name: &str) -> bool {
-    matches!(
-        function_name,
-        "training_step"
-            | "validation_step"
-            | "test_step"
-            | "predict_step"
-            | "train_step"
-            | "val_step"
-            | "on_train_batch_start"
-            | "on_train_batch_end"
-            | "on_validation_batch_start"
-            | "on_validation_batch_end"
-            | "on_test_batch_end"
-            | "on_before_backward"
-            | "on_after_backward"
-            | "on_before_optimizer_step"
-            | "on_before_zero_grad"
-            | "after_train_iter"
-            | "before_train_iter"
-            | "after_val_iter"
-            | "after_test_iter"
-            | "compute_loss"
-            | "prediction_step"
-            | "on_step_end"
-            | "on_step_begin"
-    )
-}
-
 static TRAINING_CALL_NAME: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(fit|train|train_(one_)?epoch|train_model|train_loop|training_loop|run_training|train_steps?|_train|do_train|run_train)$")
         .expect("valid regex")

@@ -279,6 +279,15 @@ const NON_FORWARD: &[&str] = &[
     "gradient_checkpointing_enable",
     "tie_weights",
     "resize_token_embeddings",
+    // `nn.ModuleList` and `nn.ModuleDict` as containers.
+    "append",
+    "extend",
+    "insert",
+    "pop",
+    "update",
+    "keys",
+    "values",
+    "items",
 ];
 /// Whether a module method is not a forward pass: the list above, and getters, setters and
 /// the like by name.
@@ -745,6 +754,21 @@ impl<'a> Analysis<'a> {
         }
     }
 
+    /// Whether a plain name's reaching binding is a parameter of its function.
+    fn is_parameter(&self, node: Node<'a>) -> bool {
+        self.model
+            .scopes
+            .lookup(self.scope_at(node), self.text(node), node.start_byte())
+            .and_then(|(_, bindings)| {
+                bindings
+                    .iter()
+                    .rev()
+                    .find(|b| b.offset <= node.start_byte())
+                    .or(bindings.last())
+            })
+            .is_some_and(|binding| matches!(binding.site, Site::Parameter { .. }))
+    }
+
     /// The value last assigned to a plain name before `node` (`weights = [0.5, 1.5]`).
     pub fn bound_value(&self, node: Node<'a>) -> Option<Node<'a>> {
         if node.kind_id() != KINDS.identifier {
@@ -820,7 +844,71 @@ impl<'a> Analysis<'a> {
         if looks_like_model(name) {
             return ValueFacts::of(Kind::Module);
         }
+        if let Some(facts) = facts
+            && facts.class.is_some()
+            && self.receives_batch(function, &facts.name, name, index)
+        {
+            // A framework moved the batch to the model's device before calling the hook.
+            let device = if self.targets_gpu() {
+                Tri::Yes
+            } else {
+                Tri::Unknown
+            };
+            return ValueFacts::tensor(Tri::No, device, false);
+        }
         ValueFacts::default()
+    }
+
+    /// Whether `receiver.method(...)` is called on `self` or an instance of one of the file's
+    /// classes: what its members are, the file shows.
+    /// A member the class only ever sets from a parameter (`self.loss = loss`), or never, is a
+    /// callable passed in, like a submodule: not one the file shows.
+    fn is_own_instance(&self, call: Node<'a>) -> bool {
+        let Some(callee) = call.child_by_field_id(FIELDS.function) else {
+            return false;
+        };
+        let Some(receiver) = callee.child_by_field_id(FIELDS.object) else {
+            return false;
+        };
+        if self.text(receiver) != "self" {
+            return matches!(
+                self.instance_class(receiver),
+                Some(super::instances::ClassRef::Local(_))
+            );
+        }
+        let member = callee
+            .child_by_field_id(FIELDS.attribute)
+            .map_or("", |attribute| self.text(attribute));
+        // Set nowhere in the file: by a base class elsewhere, which this file does not show.
+        let passed_in = self
+            .self_assignments(member)
+            .all(|assignment| match assignment.site {
+                Site::Value { value, index: None } => {
+                    value.kind_id() == KINDS.identifier && self.is_parameter(value)
+                }
+                _ => false,
+            });
+        !passed_in
+    }
+
+    /// Whether the `index`th parameter (`name`) of a method a framework calls once per batch
+    /// receives the batch or its outputs: named as in the framework's signature, or the first
+    /// after `self` of a hook with one such parameter, renamed (`training_step(self, b, i)`).
+    fn receives_batch(&self, function: Node<'a>, method: &str, name: &str, index: u32) -> bool {
+        let Some(listed) = self.frameworks.batch_parameters(method) else {
+            return false;
+        };
+        if listed.iter().any(|p| p == name) {
+            return true;
+        }
+        let [only] = listed else {
+            return false;
+        };
+        index == 1
+            && !self
+                .parameter_names(function)
+                .iter()
+                .any(|(_, parameter)| parameter == only)
     }
 
     /// An item of `for x in iterable`.
@@ -1455,6 +1543,15 @@ impl<'a> Analysis<'a> {
                         eval_mode: false,
                         ..receiver
                     },
+                    // A submodule or a method of a model defined elsewhere, given inputs
+                    // (`model.backbone(x)`, `vae.encode(x)`): computed by the model, so on its
+                    // device, like a forward's outputs.
+                    _ if !is_non_forward_method(method)
+                        && has_arguments(call)
+                        && !self.is_own_instance(call) =>
+                    {
+                        self.forward_facts(call, receiver, combine_arguments)
+                    }
                     _ => ValueFacts::of(Kind::Container),
                 };
             }
@@ -1556,14 +1653,16 @@ impl<'a> Analysis<'a> {
         })
     }
 
-    /// Whether the file puts work on a GPU at all (`cuda`, `.to(device)`).
-    fn targets_gpu(&self) -> bool {
+    /// Whether the file may put work on an accelerator at all: it names CUDA, a device (a
+    /// `device` parameter, `self.device`, `.to(device)`, `device=`) or an accelerator. Code that
+    /// names none is host code.
+    pub(super) fn targets_gpu(&self) -> bool {
         *self.targets_gpu.get_or_init(|| {
             // Lightning's Trainer moves a `LightningModule` to the accelerator.
             let mentions = |needle| super::analysis::file_mentions(self.source, needle);
             mentions("cuda")
-                || mentions(".to(device")
-                || mentions(".to(self.device")
+                || mentions("device")
+                || mentions("accelerator")
                 || mentions("lightning")
         })
     }
@@ -2224,4 +2323,10 @@ fn names_a_tensor(key: &str) -> bool {
     ]
     .iter()
     .any(|word| key.contains(word))
+}
+
+/// Whether a call passes anything (`f(x)`, not `f()`).
+fn has_arguments(call: Node<'_>) -> bool {
+    call.child_by_field_id(FIELDS.arguments)
+        .is_some_and(|arguments| arguments.named_child_count() > 0)
 }

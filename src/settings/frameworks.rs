@@ -31,6 +31,8 @@ pub struct Table {
     pub no_grad_hooks: Vec<String>,
     #[serde(default)]
     pub backward_methods: Vec<String>,
+    #[serde(default)]
+    pub per_batch_hooks: Vec<String>,
 }
 
 impl Table {
@@ -45,6 +47,7 @@ impl Table {
         "device-placers",
         "no-grad-hooks",
         "backward-methods",
+        "per-batch-hooks",
     ];
 
     /// The list of that name (one of [`Table::LISTS`]).
@@ -59,6 +62,7 @@ impl Table {
             "device-placers" => &mut self.device_placers,
             "no-grad-hooks" => &mut self.no_grad_hooks,
             "backward-methods" => &mut self.backward_methods,
+            "per-batch-hooks" => &mut self.per_batch_hooks,
             _ => return None,
         })
     }
@@ -93,6 +97,9 @@ impl Table {
         method_patterns(&self.device_placers)?;
         compile(&self.no_grad_hooks)?;
         method_patterns(&self.no_grad_hooks)?;
+        for hook in &self.per_batch_hooks {
+            parse_hook(hook)?;
+        }
         Ok(())
     }
 }
@@ -113,6 +120,35 @@ pub fn is_method_name(name: &str) -> bool {
     !name.is_empty()
         && !name.starts_with(|c: char| c.is_ascii_digit())
         && name.chars().all(|c| c == '_' || c.is_alphanumeric())
+}
+
+/// An entry of `per-batch-hooks`: the method's name and the parameters, named in parentheses
+/// as the framework's signature names them, that receive the batch on the accelerator
+/// (`training_step(batch)`, `on_train_batch_end(outputs, batch)`); none for a bare name.
+pub fn parse_hook(entry: &str) -> Result<(&str, Vec<&str>), String> {
+    let (name, parameters) = match entry.split_once('(') {
+        Some((name, rest)) => {
+            let inside = rest.strip_suffix(')').ok_or_else(|| {
+                format!("`{entry}`: a hook is `name` or `name(batch, ...)`, closed by `)`")
+            })?;
+            let parameters: Vec<&str> = inside
+                .split(',')
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .collect();
+            (name.trim(), parameters)
+        }
+        None => (entry.trim(), Vec::new()),
+    };
+    if let Some(bad) = std::iter::once(name)
+        .chain(parameters.iter().copied())
+        .find(|part| !is_method_name(part))
+    {
+        return Err(format!(
+            "`{entry}`: `{bad}` is not a name; a hook is `name` or `name(batch, ...)`"
+        ));
+    }
+    Ok((name, parameters))
 }
 
 /// The method names `Class.method` patterns allow, as patterns of their own: the last dotted

@@ -391,7 +391,13 @@ fn framework_table(
                     ),
                 ));
             }
-            if let Err(error) = globset::Glob::new(pattern) {
+            if list == "per-batch-hooks" {
+                if let Err(error) = frameworks::parse_hook(pattern) {
+                    return Err(config
+                        .error_at(*offset, format!("{error} in `frameworks.per-batch-hooks`")));
+                }
+                // Not a pattern: a name and parameter names.
+            } else if let Err(error) = globset::Glob::new(pattern) {
                 return Err(config.error_at(
                     *offset,
                     format!("`{pattern}` in `frameworks.{list}` is not a valid pattern: {error}"),

@@ -10,7 +10,7 @@ use crate::checker::{Checker, GradMode};
 use crate::diagnostic::Diagnostic;
 use crate::rule_meta::RuleMeta;
 use crate::rules::Check;
-use crate::semantic::{ModeCall, modules, training};
+use crate::semantic::{ModeCall, modules};
 
 pub struct EvalWithoutNoGrad;
 
@@ -191,7 +191,7 @@ fn forward_helper<'a>(
         return None;
     }
     if crate::semantic::values::is_non_forward_method(name.trim_start_matches('_'))
-        || training::is_per_batch_hook(name)
+        || checker.analysis.frameworks.is_per_batch_hook(name)
     {
         return None;
     }
