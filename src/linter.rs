@@ -248,6 +248,7 @@ pub fn keep_graph_argument_findings(
             name,
             per_batch,
             expects,
+            device,
         }) = &diagnostic.assumption
         else {
             kept.push(diagnostic);
@@ -255,7 +256,7 @@ pub fn keep_graph_argument_findings(
         };
         let Some(call) = calls
             .iter()
-            .find(|call| call.satisfies(function, *parameter, name, *per_batch, *expects))
+            .find(|call| call.satisfies(function, *parameter, name, *per_batch, *expects, *device))
         else {
             continue;
         };

@@ -39,6 +39,10 @@ pub enum Assumption {
         name: String,
         per_batch: bool,
         expects: crate::semantic::stores::Expects,
+        /// The line keeps device memory, not a graph (TL104): it waits for a call passing a
+        /// device tensor without a graph.
+        #[serde(default)]
+        device: bool,
     },
 }
 
@@ -61,7 +65,14 @@ pub struct GraphCall {
     /// passes a graph only when the caller's caller does. The caller's canonical name, the
     /// parameter's index and name.
     pub from: Option<(String, u32, String)>,
+    /// It passes a device tensor without a graph (what TL104 waits for), not a graph.
+    #[serde(default)]
+    pub device: bool,
 }
+
+/// The prefix of a [`GraphCall`]'s function when the receiver's class is unknown: the call
+/// names any method of that name (`?.update`).
+pub const ANY_RECEIVER: &str = "?.";
 
 impl GraphCall {
     /// Whether this call satisfies a finding's [`Assumption::GraphArgument`].
@@ -72,9 +83,17 @@ impl GraphCall {
         name: &str,
         per_batch: bool,
         expects: crate::semantic::stores::Expects,
+        device: bool,
     ) -> bool {
         use crate::semantic::stores::Expects;
-        self.function == function
+        let named = match self.function.strip_prefix(ANY_RECEIVER) {
+            Some(method) => function
+                .strip_suffix(method)
+                .is_some_and(|class| class.ends_with('.')),
+            None => self.function == function,
+        };
+        self.device == device
+            && named
             && (self.parameter == Some(parameter) || self.keyword.as_deref() == Some(name))
             && (self.per_batch || !per_batch)
             && match expects {
@@ -101,7 +120,7 @@ pub fn effective_graph_calls(calls: &[GraphCall]) -> Vec<GraphCall> {
             };
             let Some(trigger) = effective
                 .iter()
-                .find(|e| e.satisfies(function, *parameter, name, false, Expects::Any))
+                .find(|e| e.satisfies(function, *parameter, name, false, Expects::Any, false))
             else {
                 return true;
             };

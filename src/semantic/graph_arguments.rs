@@ -71,13 +71,26 @@ pub fn record_graph_arguments<'a>(checker: &impl Position<'a>, node: Node<'a>) {
         if matches!(
             method,
             "append" | "extend" | "insert" | "add_" | "item" | "backward" | "step"
-        ) || !analysis.may_store(method)
-        {
+        ) {
             return;
         }
         let Some(receiver) = checker.field(callee, FIELDS.object) else {
             return;
         };
+        if !analysis.may_store(method) {
+            // The file that defines the method may not be summarised yet: a call on a
+            // receiver of no known class is recorded by name all the same.
+            if let Some(list) = checker.arguments(node) {
+                record_device_arguments_by_name(
+                    checker,
+                    node,
+                    receiver,
+                    method,
+                    &Passed::Arguments(list),
+                );
+            }
+            return;
+        }
         let Some(list) = checker.arguments(node) else {
             return;
         };
@@ -129,7 +142,10 @@ pub fn record_graph_arguments<'a>(checker: &impl Position<'a>, node: Node<'a>) {
             };
             (function, stores)
         }
-        None => return,
+        None => {
+            record_device_arguments_by_name(checker, node, receiver, method, &passed);
+            return;
+        }
     };
     let arguments = passed.arguments(checker);
     if stores.is_empty() {
@@ -145,6 +161,32 @@ pub fn record_graph_arguments<'a>(checker: &impl Position<'a>, node: Node<'a>) {
             continue;
         };
         let mut facts = analysis.facts(*value);
+        // A device tensor without a graph, passed on every batch to a method that keeps it
+        // (`evaluator.update(preds)`): what TL104's finding on the keeping line waits for.
+        if stored.keeps.device
+            && per_batch
+            && facts.graph != crate::semantic::values::Tri::Yes
+            && facts.device == crate::semantic::values::Tri::Yes
+            && matches!(
+                facts.kind,
+                crate::semantic::values::Kind::Tensor | crate::semantic::values::Kind::Container
+            )
+        {
+            analysis.record_graph_call(crate::semantic::cross_file::GraphCall {
+                function: function.clone(),
+                parameter: *position,
+                keyword: keyword.map(str::to_owned),
+                per_batch,
+                container: facts.kind == crate::semantic::values::Kind::Container,
+                site: format!("{}:{row}", crate::escape::path(checker.source().name())),
+                from: None,
+                device: true,
+            });
+            continue;
+        }
+        if !stored.keeps.graph {
+            continue;
+        }
         // `loss = criterion(...)` of an unknown criterion, then `loss.backward()`: whatever
         // made it, it carries a graph.
         if facts.graph != crate::semantic::values::Tri::Yes
@@ -171,6 +213,59 @@ pub fn record_graph_arguments<'a>(checker: &impl Position<'a>, node: Node<'a>) {
             container: facts.kind == crate::semantic::values::Kind::Container,
             site: format!("{}:{row}", crate::escape::path(checker.source().name())),
             from,
+            device: false,
+        });
+    }
+}
+
+/// `metrics["map"].update(preds=preds)` on a receiver of no known class, once per batch: each
+/// device tensor passed is recorded for any method of that name in the run that keeps it (a
+/// metric's `update`, an evaluator's `process`), since which object it is cannot be told.
+/// Graphs are not followed this way: a tensor's device is plain; a graph's keeper is TL102's
+/// and TL103's, which ask for the class.
+fn record_device_arguments_by_name<'a>(
+    checker: &impl Position<'a>,
+    node: Node<'a>,
+    receiver: Node<'a>,
+    method: &str,
+    passed: &Passed<'a>,
+) {
+    if method.starts_with("__") || checker.per_batch().is_none() {
+        return;
+    }
+    let analysis = &checker.analysis();
+    let arguments = passed.arguments(checker);
+    let on_device = |value: Node<'a>| {
+        let facts = analysis.facts(value);
+        facts.kind == crate::semantic::values::Kind::Tensor
+            && facts.device == crate::semantic::values::Tri::Yes
+            && facts.graph != crate::semantic::values::Tri::Yes
+    };
+    // Asked last: what the receiver is costs more than the arguments' facts. A metric may be
+    // a module (torchmetrics'), so only tensors and optimizers are ruled out.
+    if !arguments.iter().any(|(_, _, value)| on_device(*value))
+        || analysis.instance_class(receiver).is_some()
+        || matches!(
+            analysis.facts(receiver).kind,
+            crate::semantic::values::Kind::Tensor | crate::semantic::values::Kind::Optimizer
+        )
+    {
+        return;
+    }
+    let row = checker.source().location(node.start_byte()).row;
+    for (position, keyword, value) in arguments {
+        if !on_device(value) {
+            continue;
+        }
+        analysis.record_graph_call(crate::semantic::cross_file::GraphCall {
+            function: format!("{}{method}", crate::semantic::cross_file::ANY_RECEIVER),
+            parameter: position,
+            keyword: keyword.map(str::to_owned),
+            per_batch: true,
+            container: false,
+            site: format!("{}:{row}", crate::escape::path(checker.source().name())),
+            from: None,
+            device: true,
         });
     }
 }
@@ -220,6 +315,7 @@ fn passed_parameter<'a>(
 pub fn stored_argument_assumption<'a>(
     checker: &impl Position<'a>,
     store: &crate::semantic::stores::Store<'a>,
+    device: bool,
 ) -> Option<crate::semantic::cross_file::Assumption> {
     let (function, facts) = checker.current_function()?;
     let class = facts.class?;
@@ -235,6 +331,7 @@ pub fn stored_argument_assumption<'a>(
         name: name.to_owned(),
         per_batch: store.accumulates,
         expects: store.expects,
+        device,
     })
 }
 

@@ -23,6 +23,17 @@ pub struct StoredParameter {
     /// Added to what is already there (`+=`, `.append`): it grows with each call; otherwise
     /// the last value is kept.
     pub accumulates: bool,
+    /// What the kept value holds when the caller passes a tensor: its graph (nothing detaches
+    /// it on the way), its device (nothing moves it to the host).
+    #[serde(default)]
+    pub keeps: Keeps,
+}
+
+/// What a stored parameter keeps of a tensor passed for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub struct Keeps {
+    pub graph: bool,
+    pub device: bool,
 }
 
 /// A statement that keeps a parameter on `self`.
@@ -33,6 +44,7 @@ pub struct Store<'a> {
     pub target: Node<'a>,
     pub parameter: u32,
     pub accumulates: bool,
+    pub keeps: Keeps,
     /// What the caller must pass for the line to see a tensor: a list of them (the line stores
     /// the elements, `for v in values: self.sum += v`), one tensor (it adds the whole value,
     /// `self.sum += value`), or either (`self.values.append(value)`).
@@ -238,7 +250,8 @@ impl<'a> Analysis<'a> {
                     {
                         let given =
                             self.facts_given_parameter(argument, function, index, graph_carrying);
-                        if given.graph == Tri::Yes
+                        if stored.keeps.graph
+                            && given.graph == Tri::Yes
                             && !forwarded.iter().any(|f: &StoredParameter| f.index == index)
                         {
                             forwarded.push(StoredParameter {
@@ -246,6 +259,10 @@ impl<'a> Analysis<'a> {
                                 name: parameter.to_owned(),
                                 expects: Expects::Any,
                                 accumulates: stored.accumulates,
+                                keeps: Keeps {
+                                    graph: true,
+                                    device: false,
+                                },
                             });
                         }
                     }
@@ -267,6 +284,7 @@ impl<'a> Analysis<'a> {
                 name: (*name).to_owned(),
                 expects: store.expects,
                 accumulates: store.accumulates,
+                keeps: store.keeps,
             };
             if !stored.contains(&entry) {
                 stored.push(entry);
@@ -336,9 +354,10 @@ impl<'a> Analysis<'a> {
         } else {
             return None;
         };
-        if !(target.id() == node.id() || on_self(self, target)) || detaches(self.text(value)) {
+        if !(target.id() == node.id() || on_self(self, target)) {
             return None;
         }
+        let detached = detaches(self.text(value));
         let function = self.enclosing_function(node)?;
         // The parameter whose graph the stored value would carry: not one it only reads a
         // size, dtype or device from (`self.seq_len = x.size(1)`).
@@ -347,16 +366,39 @@ impl<'a> Analysis<'a> {
             graph: Tri::Yes,
             ..ValueFacts::default()
         };
-        let parameter = parameters
-            .iter()
-            .skip(1)
-            .filter(|(_, name)| self.derives_from(value, name).is_some())
+        // Or whose device memory it would hold: a device tensor stored detached or not, but
+        // not moved to the host (`.cpu()`) or made a number (`.item()`).
+        let on_device = ValueFacts {
+            kind: Kind::Tensor,
+            graph: Tri::No,
+            device: Tri::Yes,
+            ..ValueFacts::default()
+        };
+        let candidates = || {
+            parameters
+                .iter()
+                .skip(1)
+                .filter(|(_, name)| self.derives_from(value, name).is_some())
+        };
+        let graph = candidates()
+            .filter(|_| !detached)
             .find(|(index, _)| {
                 self.facts_given_parameter(value, function, *index, graph_carrying)
                     .graph
                     == Tri::Yes
             })
-            .map(|(index, _)| *index)?;
+            .map(|(index, _)| *index);
+        let device = candidates()
+            .find(|(index, _)| {
+                let given = self.facts_given_parameter(value, function, *index, on_device);
+                given.device == Tri::Yes && matches!(given.kind, Kind::Tensor | Kind::Container)
+            })
+            .map(|(index, _)| *index);
+        let parameter = graph.or(device)?;
+        let keeps = Keeps {
+            graph: graph == Some(parameter),
+            device: device == Some(parameter),
+        };
         // A plain copy in `__init__` is configuration.
         if self
             .model
@@ -376,6 +418,7 @@ impl<'a> Analysis<'a> {
             target,
             parameter,
             accumulates,
+            keeps,
             expects,
         })
     }

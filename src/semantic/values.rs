@@ -498,10 +498,13 @@ impl<'a> Analysis<'a> {
                         facts.kind = Kind::Unknown;
                     }
                     // `out["n_exs"]` of a model's output dict: a tensor only if the key names
-                    // one (`out["loss"]`, `out["logits"]`); counts and flags are numbers.
+                    // one (`out["loss"]`, `out["logits"]`); counts and flags are numbers. A
+                    // batch a framework hands a hook holds the data's tensors by any name
+                    // (`batch["segment"]`) beside its metadata (`batch["file_name"]`).
                     if facts.kind == Kind::Tensor
                         && let Some(key) = string_key(self, node)
                         && !names_a_tensor(key)
+                        && (names_metadata(key) || !self.is_hook_batch(value))
                     {
                         facts = ValueFacts::default();
                     }
@@ -889,6 +892,29 @@ impl<'a> Analysis<'a> {
                 _ => false,
             });
         !passed_in
+    }
+
+    /// Whether a name is the batch parameter of a framework's per-batch hook.
+    fn is_hook_batch(&self, node: Node<'a>) -> bool {
+        if node.kind_id() != KINDS.identifier {
+            return false;
+        }
+        let name = self.text(node);
+        let Some((_, bindings)) =
+            self.model
+                .scopes
+                .lookup(self.scope_at(node), name, node.start_byte())
+        else {
+            return false;
+        };
+        bindings.iter().any(|binding| match binding.site {
+            Site::Parameter { function, index } => {
+                self.model.function_facts(function).is_some_and(|facts| {
+                    facts.class.is_some() && self.receives_batch(function, &facts.name, name, index)
+                })
+            }
+            _ => false,
+        })
     }
 
     /// Whether the `index`th parameter (`name`) of a method a framework calls once per batch
@@ -2296,6 +2322,19 @@ fn string_key<'a>(analysis: &Analysis<'a>, subscript: Node<'a>) -> Option<&'a st
 }
 
 /// Keys of model outputs that hold tensors.
+/// Whether a batch's key names metadata kept beside its tensors: file names, dates, text,
+/// a sample's id (`participant_id`; `input_ids` are tensors).
+fn names_metadata(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    [
+        "str", "date", "name", "path", "file", "text", "meta", "url", "caption", "info",
+    ]
+    .iter()
+    .any(|word| key.contains(word))
+        || key == "id"
+        || key.ends_with("_id")
+}
+
 fn names_a_tensor(key: &str) -> bool {
     let key = key.to_ascii_lowercase();
     [

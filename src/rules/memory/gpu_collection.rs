@@ -29,11 +29,76 @@ impl Check for GpuCollection {
         checker: &Checker<'a>,
         out: &mut Vec<Diagnostic>,
     ) {
+        super::record_graph_arguments(checker, call);
         // A module's own state during forward is TL103's; asked first, as a model file's
         // forwards hold most of its statements.
         if in_module_forward(checker) {
             return;
         }
+        let start = out.len();
+        self.check_collection(rule, call, checker, out);
+        if out.len() == start {
+            check_stored_argument(rule, call, checker, out);
+        }
+    }
+}
+
+/// Where the kept tensors are, as the file shows it: code that names CUDA puts them on the
+/// GPU; otherwise they are on whatever device the model runs on (`self.device`, a `device`
+/// parameter, the framework's accelerator).
+fn device_name(checker: &Checker<'_>) -> &'static str {
+    if crate::semantic::analysis::file_mentions(checker.text(), "cuda") {
+        "the GPU"
+    } else {
+        "the model's device"
+    }
+}
+
+/// `self.preds.append(preds)` in a method with no loop of its own (a metric's `update`): a
+/// finding if some caller in the run passes a device tensor once per batch (kept or dropped
+/// once every file is in).
+fn check_stored_argument<'a>(
+    rule: &Arc<RuleMeta>,
+    node: Node<'a>,
+    checker: &Checker<'a>,
+    out: &mut Vec<Diagnostic>,
+) {
+    let Some(store) = checker.analysis.store_in_method(node) else {
+        return;
+    };
+    if !store.accumulates || !store.keeps.device || !checker.enclosing_loops().is_empty() {
+        return;
+    }
+    // A running total (`self.total += value`) keeps one tensor, not one per call.
+    if node.kind_id() == KINDS.augmented_assignment {
+        return;
+    }
+    let Some(assumption) = super::stored_argument_assumption(checker, &store, true) else {
+        return;
+    };
+    let crate::semantic::cross_file::Assumption::GraphArgument { name, .. } = &assumption else {
+        return;
+    };
+    let message = rule
+        .message
+        .replace("{value}", name)
+        .replace("{container}", &short(checker, store.target))
+        .replace(
+            "{span}",
+            "from every call: a caller passes it a device tensor once per batch ({caller})",
+        )
+        .replace("{device}", "the model's device");
+    out.push(Diagnostic::new(rule, message, node.byte_range()).assuming(Some(assumption)));
+}
+
+impl GpuCollection {
+    fn check_collection<'a>(
+        &self,
+        rule: &Arc<RuleMeta>,
+        call: Node<'a>,
+        checker: &Checker<'a>,
+        out: &mut Vec<Diagnostic>,
+    ) {
         let Some(found) = accumulation(checker, call) else {
             return;
         };
@@ -86,10 +151,18 @@ impl Check for GpuCollection {
         let Some((label, why)) = evidence else {
             return;
         };
+        // A framework's hook runs once per batch with no loop of its own.
+        let span = if loops.is_empty() {
+            "from every batch until something clears it"
+        } else {
+            "from every iteration until the loop ends"
+        };
         let message = rule
             .message
             .replace("{value}", &short(checker, found.value))
-            .replace("{container}", &short(checker, found.container));
+            .replace("{container}", &short(checker, found.container))
+            .replace("{span}", span)
+            .replace("{device}", device_name(checker));
         out.push(Diagnostic::new(rule, message, call.byte_range()).with_label(label, why));
     }
 }

@@ -52,7 +52,7 @@ fn check_stored_argument<'a>(
     let Some(store) = checker.analysis.store_in_method(node) else {
         return;
     };
-    if store.accumulates || in_module_forward(checker) {
+    if store.accumulates || !store.keeps.graph || in_module_forward(checker) {
         return;
     }
     // State of a model (a buffer, `register_buffer`), or a write into a tensor the object
@@ -65,7 +65,7 @@ fn check_stored_argument<'a>(
     if !writes_into_tensor && !super::in_module_method(checker, node) {
         return;
     }
-    let Some(assumption) = super::stored_argument_assumption(checker, &store) else {
+    let Some(assumption) = super::stored_argument_assumption(checker, &store, false) else {
         return;
     };
     let crate::semantic::cross_file::Assumption::GraphArgument { name, .. } = &assumption else {

@@ -55,10 +55,10 @@ fn check_stored_argument<'a>(
     let Some(store) = checker.analysis.store_in_method(node) else {
         return;
     };
-    if !store.accumulates || in_module_forward(checker) {
+    if !store.accumulates || !store.keeps.graph || in_module_forward(checker) {
         return;
     }
-    let Some(assumption) = super::stored_argument_assumption(checker, &store) else {
+    let Some(assumption) = super::stored_argument_assumption(checker, &store, false) else {
         return;
     };
     let crate::semantic::cross_file::Assumption::GraphArgument { name, .. } = &assumption else {
