@@ -359,6 +359,8 @@ pub struct Fields {
     pub type_: u16,
     /// The index of `value[index]`.
     pub index: u16,
+    /// The key of a dictionary's `key: value` pair.
+    pub key: u16,
 }
 
 impl Fields {
@@ -396,6 +398,7 @@ pub static FIELDS: LazyLock<Fields> = LazyLock::new(|| {
         operator: id("operator"),
         type_: id("type"),
         index: id("subscript"),
+        key: id("key"),
     }
 });
 

@@ -18,9 +18,18 @@ use torchlint::render::{self, OutputFormat, Report};
 use torchlint::settings::config_file;
 use torchlint::settings::{CliOverrides, Settings};
 
-/// The longest one case may take, far above what any case needs: past it, something is
-/// quadratic or stuck.
-const CASE_TIME_LIMIT: Duration = Duration::from_secs(30);
+/// The longest one case may take to lint, or to render in one format, far above what any
+/// case needs: past it, something is quadratic or stuck. A campaign hunting slow paths sets a
+/// lower one (`TORCHLINT_FUZZ_CASE_MS`).
+fn case_time_limit() -> Duration {
+    static LIMIT: LazyLock<Duration> = LazyLock::new(|| {
+        std::env::var("TORCHLINT_FUZZ_CASE_MS")
+            .ok()
+            .and_then(|ms| ms.parse().ok())
+            .map_or(Duration::from_secs(30), Duration::from_millis)
+    });
+    *LIMIT
+}
 
 fn config() -> Config {
     // A failing input is kept in proptest-regressions/fuzz.txt: later runs try it first.
@@ -394,7 +403,7 @@ fn lint_and_render(name: &str, bytes: &[u8]) -> Result<(), TestCaseError> {
     let outcome = run::lint_alone(Path::new(name), bytes, &SETTINGS, false);
     let took = started.elapsed();
     prop_assert!(
-        took < CASE_TIME_LIMIT,
+        took < case_time_limit(),
         "linting {} bytes took {took:?}",
         bytes.len()
     );
@@ -434,8 +443,14 @@ fn check_formats(file: FileDiagnostics) -> Result<(), TestCaseError> {
     let findings = report.count();
     for format in FORMATS {
         let mut out = Vec::new();
+        let started = Instant::now();
         render::render(format, &report, false, &mut out)
             .map_err(|error| TestCaseError::fail(format!("{format:?}: {error}")))?;
+        let took = started.elapsed();
+        prop_assert!(
+            took < case_time_limit(),
+            "{format:?} of {findings} findings took {took:?}"
+        );
         let text = String::from_utf8(out)
             .map_err(|_| TestCaseError::fail(format!("{format:?}: not UTF-8")))?;
         match format {

@@ -127,8 +127,13 @@ fn find_accumulation<'a>(
             {
                 return None;
             }
+            // `outputs[split][name] = out` stores into `outputs`.
+            let mut container = checker.field(left, FIELDS.value)?;
+            while container.kind_id() == KINDS.subscript {
+                container = checker.field(container, FIELDS.value)?;
+            }
             return Some(Accumulation {
-                container: checker.field(left, FIELDS.value)?,
+                container,
                 value: right,
                 how: How::Store,
             });
@@ -188,15 +193,43 @@ fn find_accumulation<'a>(
             "insert" => (arguments.named_child(1)?, How::Append),
             // `stats.device_stat("loss").add_(loss)`: an in-place sum in a tensor.
             "add_" => (arguments.named_child(0)?, How::AugmentedAdd),
+            // `features.update({name: out})`: a store of each pair's value.
+            "update" => {
+                let argument = arguments.named_child(0)?;
+                if argument.kind_id() != KINDS.dictionary {
+                    return None;
+                }
+                let pair = argument.named_child(0)?;
+                if checker
+                    .field(pair, FIELDS.key)
+                    .is_none_or(|key| is_constant_key(key.kind_id()))
+                {
+                    return None;
+                }
+                (checker.field(pair, FIELDS.value)?, How::Store)
+            }
             _ => return None,
         };
         if value.kind_id() == KINDS.keyword_argument {
             return None;
         }
-        // `outputs[name].append(v)` collects into `outputs`.
+        // `outputs[name].append(v)` and `outputs.setdefault(name, []).append(v)` collect into
+        // `outputs`.
         let mut container = checker.field(callee, FIELDS.object)?;
-        while container.kind_id() == KINDS.subscript {
-            container = checker.field(container, FIELDS.value)?;
+        loop {
+            if container.kind_id() == KINDS.subscript {
+                container = checker.field(container, FIELDS.value)?;
+            } else if container.kind_id() == KINDS.call
+                && checker
+                    .call_name(container)
+                    .is_some_and(|name| name == "setdefault")
+                && let Some(function) = checker.callee(container)
+                && function.kind_id() == KINDS.attribute
+            {
+                container = checker.field(function, FIELDS.object)?;
+            } else {
+                break;
+            }
         }
         return Some(Accumulation {
             container,
@@ -299,7 +332,7 @@ fn accumulation_shaped<'a>(checker: &impl Position<'a>, node: Node<'a>, kind: u1
     if kind == KINDS.call {
         return matches!(
             checker.call_name(node),
-            Some("append" | "extend" | "insert" | "add_")
+            Some("append" | "extend" | "insert" | "add_" | "update")
         );
     }
     // Over the first line's bytes, with searchers built once: this runs at every assignment

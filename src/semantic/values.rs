@@ -722,7 +722,9 @@ impl<'a> Analysis<'a> {
                     .unwrap_or_default();
                 before.combine(right)
             }
-            Site::Loop { iterable, .. } => self.loop_item_facts_given(iterable, depth, arguments),
+            Site::Loop { iterable, index } => self
+                .row_facts(iterable, index, depth, arguments)
+                .unwrap_or_else(|| self.loop_item_facts_given(iterable, depth, arguments)),
             Site::Parameter { function, index } => {
                 if let Some((_, _, facts)) = arguments
                     .iter()
@@ -935,6 +937,41 @@ impl<'a> Analysis<'a> {
                 .parameter_names(function)
                 .iter()
                 .any(|(_, parameter)| parameter == only)
+    }
+
+    /// A row of a tensor a loop iterates (`for row in out`, `for name, row in zip(names, out)`,
+    /// `for i, row in enumerate(out)`): a view, which keeps the whole tensor's storage on its
+    /// device.
+    fn row_facts(
+        &self,
+        iterable: Node<'a>,
+        index: Option<u32>,
+        depth: usize,
+        arguments: &[(usize, u32, ValueFacts)],
+    ) -> Option<ValueFacts> {
+        let mut inner = iterable;
+        if iterable.kind_id() == KINDS.call
+            && let Some(callee) = iterable.child_by_field_id(FIELDS.function)
+            && callee.kind_id() == KINDS.identifier
+        {
+            let list = iterable.child_by_field_id(FIELDS.arguments)?;
+            inner = match (self.text(callee), index) {
+                ("zip", Some(i)) => list.named_child(i)?,
+                ("enumerate", Some(1)) => list.named_child(0)?,
+                _ => return None,
+            };
+            if inner.kind_id() == KINDS.keyword_argument {
+                return None;
+            }
+        } else if index.is_some() {
+            // `for a, b in out`: rows unpacked, not rows.
+            return None;
+        }
+        let facts = self.facts_at_depth(inner, depth, arguments);
+        (facts.kind == Kind::Tensor).then_some(ValueFacts {
+            eval_mode: false,
+            ..facts
+        })
     }
 
     /// An item of `for x in iterable`.

@@ -10,7 +10,7 @@ use super::{
 };
 use crate::checker::Checker;
 use crate::diagnostic::Diagnostic;
-use crate::parse::KINDS;
+use crate::parse::{FIELDS, KINDS};
 use crate::rule_meta::RuleMeta;
 use crate::rules::Check;
 use crate::semantic::values::{Kind, Tri};
@@ -91,6 +91,47 @@ fn check_stored_argument<'a>(
     out.push(Diagnostic::new(rule, message, node.byte_range()).assuming(Some(assumption)));
 }
 
+/// `slot = f(slot)`, or `d[k] = f(v)` in `for k, v in d.items()`: an assignment that replaces
+/// a slot of the container (with a copy of its value moved or cast), not one that adds.
+fn replaces_itself<'a>(checker: &Checker<'a>, assignment: Node<'a>) -> bool {
+    let (Some(left), Some(right)) = (
+        checker.field(assignment, FIELDS.left),
+        checker.field(assignment, FIELDS.right),
+    ) else {
+        return false;
+    };
+    let target = checker.node_text(left);
+    let value = checker.node_text(right);
+    if memchr::memmem::find(value.as_bytes(), target.as_bytes()).is_some() {
+        return true;
+    }
+    // The key is a loop variable over the container itself.
+    let (Some(container), Some(key)) = (
+        checker.field(left, FIELDS.value),
+        checker.field(left, FIELDS.index),
+    ) else {
+        return false;
+    };
+    let container = checker.node_text(container);
+    checker.enclosing_loops().into_iter().any(|loop_node| {
+        loop_node.kind_id() == KINDS.for_statement
+            && checker.field(loop_node, FIELDS.left).is_some_and(|target| {
+                checker
+                    .node_text(target)
+                    .split(|c: char| !c.is_alphanumeric() && c != '_')
+                    .any(|name| name == checker.node_text(key))
+            })
+            && checker
+                .field(loop_node, FIELDS.right)
+                .is_some_and(|iterable| {
+                    let iterable = checker.node_text(iterable);
+                    iterable == container
+                        || iterable.starts_with(&format!("{container}."))
+                        || iterable.contains(&format!("len({container})"))
+                })
+    })
+}
+
 impl GpuCollection {
     fn check_collection<'a>(
         &self,
@@ -102,7 +143,12 @@ impl GpuCollection {
         let Some(found) = accumulation(checker, call) else {
             return;
         };
-        if !matches!(found.how, How::Append | How::Concat) {
+        // `features[name] = out` under a key that changes every iteration grows the dict too;
+        // `batch[key] = batch[key].to(device)` replaces a slot with a copy of itself.
+        if !matches!(found.how, How::Append | How::Concat | How::Store) {
+            return;
+        }
+        if found.how == How::Store && replaces_itself(checker, call) {
             return;
         }
         if checker.enclosing_loops().is_empty() && found.container.kind_id() != KINDS.attribute {
