@@ -2,6 +2,7 @@
 //! (recursion would overflow the stack on deeply nested expressions).
 
 mod budget;
+pub use budget::for_len as parse_budget;
 mod density;
 mod line_endings;
 
