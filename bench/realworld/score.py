@@ -51,7 +51,10 @@ def lint(torchlint: Path, checkouts: Path, case: Case, mode: str) -> Outcome:
     start = time.perf_counter()
     run = subprocess.run(command, cwd=root, capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - start
-    if run.returncode != 0:
+    # Exit 2 with another file of the project unreadable (a broken notebook) still reports
+    # every other file: the case is scored unless the labelled file is the one named.
+    other_file_failed = run.returncode == 2 and case.path not in run.stderr and run.stdout.strip()
+    if run.returncode != 0 and not other_file_failed:
         return Outcome(case, [], f"exit {run.returncode}: {run.stderr.strip()[:500]}", seconds)
     try:
         findings = json.loads(run.stdout)
