@@ -19,7 +19,12 @@ pub struct GpuCollection;
 
 impl Check for GpuCollection {
     fn kinds(&self) -> &'static [&'static str] {
-        &["call", "assignment", "augmented_assignment"]
+        &[
+            "call",
+            "assignment",
+            "augmented_assignment",
+            "list_comprehension",
+        ]
     }
 
     fn check<'a>(
@@ -29,6 +34,10 @@ impl Check for GpuCollection {
         checker: &Checker<'a>,
         out: &mut Vec<Diagnostic>,
     ) {
+        if call.kind_id() == KINDS.list_comprehension {
+            check_comprehension(rule, call, checker, out);
+            return;
+        }
         super::record_graph_arguments(checker, call);
         // A module's own state during forward is TL103's; asked first, as a model file's
         // forwards hold most of its statements.
@@ -41,6 +50,58 @@ impl Check for GpuCollection {
             check_stored_argument(rule, call, checker, out);
         }
     }
+}
+
+/// `[model(x.cuda()) for x in loader]`: a list of every batch's output, like `append` in a
+/// loop over the loader.
+fn check_comprehension<'a>(
+    rule: &Arc<RuleMeta>,
+    comprehension: Node<'a>,
+    checker: &Checker<'a>,
+    out: &mut Vec<Diagnostic>,
+) {
+    let mut cursor = comprehension.walk();
+    let clauses: Vec<Node<'a>> = comprehension
+        .named_children(&mut cursor)
+        .filter(|child| child.kind_id() == KINDS.for_in_clause)
+        .collect();
+    // Over batches: the loader is the outermost clause's iterable.
+    let Some(iterable) = clauses
+        .first()
+        .and_then(|clause| checker.field(*clause, FIELDS.right))
+    else {
+        return;
+    };
+    // Named like batches, but pieces of one tensor (`chunks = x.split(n)`) are not a loader.
+    if !checker.analysis.iterates_batches(iterable)
+        || matches!(
+            checker.analysis.facts(iterable).kind,
+            Kind::Tensor | Kind::Container | Kind::Numpy
+        )
+    {
+        return;
+    }
+    let Some(element) = checker.field(comprehension, FIELDS.body) else {
+        return;
+    };
+    let facts = checker.analysis.facts(element);
+    if facts.kind != Kind::Tensor || facts.device != Tri::Yes || facts.graph == Tri::Yes {
+        return;
+    }
+    let message = rule
+        .message
+        .replace("{value}", &short(checker, element))
+        .replace("{container}", &short(checker, comprehension))
+        .replace("{span}", "from every batch until the list is dropped")
+        .replace("{device}", device_name(checker));
+    let label = format!(
+        "this comprehension runs once per batch of `{}`",
+        short(checker, iterable)
+    );
+    out.push(
+        Diagnostic::new(rule, message, comprehension.byte_range())
+            .with_label(clauses[0].byte_range(), label),
+    );
 }
 
 /// Where the kept tensors are, as the file shows it: code that names CUDA puts them on the
