@@ -141,6 +141,35 @@ fn backslash_continued_assignments_are_linted_in_linear_time() {
 }
 
 #[test]
+fn a_deeply_nested_expression_before_a_retained_backward_is_linted_in_linear_time() {
+    let project = Project::new();
+    // What the fuzz campaign found: an unclosed call around 20,000 chained subscripts with an
+    // empty one among them, whose loss a later `backward(retain_graph=True)` uses. Error
+    // recovery nests every name 20,000 deep, and asking each for its parent walked down from
+    // the root: 40 s in a release build before, a tenth of a second after.
+    project.write(
+        "deep.py",
+        format!(
+            " flagged\nimport torch\nimport torch.nn as nn\n\nmodel = nn.Linear(32, 1).cuda()\ncriterion = nn.MSELoss()\n\ndef train(loader, opt):\n    for x, y in loader:\n        loss = criterion({}[]{}a\nmodel(x.cuda()), y.cuda())\n        torch.autograd.backward(loss, retain_graph=True)\n        opt.step()\n",
+            "[a]".repeat(20_000),
+            "[a]".repeat(20)
+        ),
+    );
+
+    let started = Instant::now();
+    let run = lint_measured(&project, &["deep.py"]).run;
+    let took = started.elapsed();
+
+    assert!(
+        run.findings()
+            .iter()
+            .any(|finding| finding.ends_with("TL001")),
+        "{run:#?}"
+    );
+    assert!(took < Duration::from_secs(20), "took {took:?}");
+}
+
+#[test]
 fn parse_only_reports_the_file_past_the_budget_too() {
     let project = Project::new();
     project.write("slow.py", backslash_continuations());

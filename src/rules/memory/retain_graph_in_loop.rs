@@ -146,11 +146,18 @@ fn collect_sources<'a>(
     }
     seen.push(node.id());
     let mut names = Vec::new();
+    // The `attr` of each `obj.attr` met: a name, not a value. Noted when the attribute is
+    // entered, as asking an identifier for its parent walks down from the root, which on a
+    // deeply nested expression (`f([a][a][a]...)`) costs its depth for every name.
+    let mut attribute_names = Vec::new();
     walk(node, |visit| {
         let Visit::Enter(inner) = visit else {
             return Descend::Yes;
         };
         let kind = inner.kind_id();
+        if kind == KINDS.attribute {
+            attribute_names.extend(checker.field(inner, FIELDS.attribute).map(|a| a.id()));
+        }
         if kind == KINDS.call {
             let callee = checker.callee(inner);
             let method = callee
@@ -167,11 +174,9 @@ fn collect_sources<'a>(
                 sources.push(inner);
             }
         } else if kind == KINDS.identifier {
-            let is_attribute_name = inner.parent().is_some_and(|parent| {
-                parent.kind_id() == KINDS.attribute
-                    && checker.field(parent, FIELDS.attribute).map(|a| a.id()) == Some(inner.id())
-            });
-            if !is_attribute_name {
+            if attribute_names.last() == Some(&inner.id()) {
+                attribute_names.pop();
+            } else {
                 names.push(inner);
             }
         } else if kind == KINDS.keyword_argument {
