@@ -63,8 +63,11 @@ fn reason<'a>(checker: &impl Position<'a>, loop_node: Node<'a>, helpers: bool) -
 /// batch of a caller (`predict_in_chunks(batch)` in `for batch in loader`, or in a helper that
 /// loop calls): its own loop then runs over pieces of one batch.
 fn in_per_batch_helper<'a>(checker: &impl Position<'a>, loop_node: Node<'a>) -> bool {
-    enclosing(loop_node, KINDS.function_definition)
-        .is_some_and(|function| called_per_batch(checker, function, 0))
+    // The loops asked about are around the walk's node, so in its function.
+    checker.current_function().is_some_and(|(function, _)| {
+        function.byte_range().contains(&loop_node.start_byte())
+            && called_per_batch(checker, function, 0)
+    })
 }
 
 fn called_per_batch<'a>(checker: &impl Position<'a>, function: Node<'a>, depth: usize) -> bool {
@@ -74,8 +77,14 @@ fn called_per_batch<'a>(checker: &impl Position<'a>, function: Node<'a>, depth: 
         return false;
     }
     sites.all(|call| {
+        // Up to the statement's loop or function, a few levels in real code: each step asks
+        // tree-sitter for a parent, which walks down from the root, so a site nested
+        // thousands deep (error recovery) is given up on, not climbed.
         let mut node = call;
-        while let Some(parent) = node.parent() {
+        for _ in 0..64 {
+            let Some(parent) = node.parent() else {
+                return false;
+            };
             if parent.kind_id() == KINDS.function_definition {
                 return called_per_batch(checker, parent, depth + 1);
             }
@@ -89,14 +98,6 @@ fn called_per_batch<'a>(checker: &impl Position<'a>, function: Node<'a>, depth: 
         }
         false
     })
-}
-
-fn enclosing(node: Node<'_>, kind: u16) -> Option<Node<'_>> {
-    let mut node = node.parent()?;
-    while node.kind_id() != kind {
-        node = node.parent()?;
-    }
-    Some(node)
 }
 
 /// Whether a node is in a method of an `nn.Module` class.
