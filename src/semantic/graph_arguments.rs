@@ -152,7 +152,7 @@ pub fn record_graph_arguments<'a>(checker: &impl Position<'a>, node: Node<'a>) {
         return;
     }
     let per_batch = checker.per_batch().is_some();
-    let row = checker.source().location(node.start_byte()).row;
+    let site = call_site(checker, node);
     for stored in &stores {
         let passed = arguments.iter().find(|(position, keyword, _)| {
             *position == Some(stored.index) || *keyword == Some(stored.name.as_str())
@@ -178,7 +178,7 @@ pub fn record_graph_arguments<'a>(checker: &impl Position<'a>, node: Node<'a>) {
                 keyword: keyword.map(str::to_owned),
                 per_batch,
                 container: facts.kind == crate::semantic::values::Kind::Container,
-                site: format!("{}:{row}", crate::escape::path(checker.source().name())),
+                site: site.clone(),
                 from: None,
                 device: true,
             });
@@ -211,7 +211,7 @@ pub fn record_graph_arguments<'a>(checker: &impl Position<'a>, node: Node<'a>) {
             keyword: keyword.map(str::to_owned),
             per_batch,
             container: facts.kind == crate::semantic::values::Kind::Container,
-            site: format!("{}:{row}", crate::escape::path(checker.source().name())),
+            site: site.clone(),
             from,
             device: false,
         });
@@ -252,7 +252,7 @@ fn record_device_arguments_by_name<'a>(
     {
         return;
     }
-    let row = checker.source().location(node.start_byte()).row;
+    let site = call_site(checker, node);
     for (position, keyword, value) in arguments {
         if !on_device(value) {
             continue;
@@ -263,11 +263,17 @@ fn record_device_arguments_by_name<'a>(
             keyword: keyword.map(str::to_owned),
             per_batch: true,
             container: false,
-            site: format!("{}:{row}", crate::escape::path(checker.source().name())),
+            site: site.clone(),
             from: None,
             device: true,
         });
     }
+}
+
+/// Where a recorded call is, for the finding's message: `path:line`.
+fn call_site<'a>(checker: &impl Position<'a>, node: Node<'a>) -> String {
+    let row = checker.source().location(node.start_byte()).row;
+    format!("{}:{row}", crate::escape::path(checker.source().name()))
 }
 
 /// When `value` carries a graph only if a parameter of the function around it does: its facts
