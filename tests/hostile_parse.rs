@@ -170,6 +170,34 @@ fn a_deeply_nested_expression_before_a_retained_backward_is_linted_in_linear_tim
 }
 
 #[test]
+fn a_chain_of_continued_assignments_without_a_value_is_linted_in_linear_time() {
+    let project = Project::new();
+    // What the fuzz campaign found: `x = 1 \` lines continue one statement, which error
+    // recovery parses as `loss = x = x = ... = x: int`, a chain 40,000 assignments deep that
+    // ends in an annotation. Each level looked for the chain's value down to the end: 25 s in
+    // a release build before, well under a second after.
+    project.write(
+        "chain.py",
+        format!(
+            "def evaluate(loader):\n    loss = 1 \\\n{}x: int\n    return loss\n",
+            "x = 1 \\\n".repeat(40_000)
+        ),
+    );
+
+    let started = Instant::now();
+    let run = lint_measured(&project, &["chain.py"]).run;
+    let took = started.elapsed();
+
+    assert!(
+        run.findings()
+            .iter()
+            .any(|finding| finding.ends_with("TL001")),
+        "{run:#?}"
+    );
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+}
+
+#[test]
 fn parse_only_reports_the_file_past_the_budget_too() {
     let project = Project::new();
     project.write("slow.py", backslash_continuations());

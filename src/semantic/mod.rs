@@ -299,7 +299,7 @@ struct Builder<'a> {
     /// The value of an `a = b = value` chain, by the ids of its inner assignments: found once
     /// from the outermost, so that a chain of n assignments (a file of backslash-continued
     /// `x = 1 \` lines parses as one) costs n steps, not n².
-    chained_values: HashMap<usize, Node<'a>>,
+    chained_values: HashMap<usize, Option<Node<'a>>>,
 }
 
 /// What the builder does at a node kind, looked up once per node in a table indexed by kind id.
@@ -1258,7 +1258,7 @@ impl<'a> Builder<'a> {
         self.skip_first = self.passable(left, kind);
         // `a = b = value`: every target gets the innermost value.
         let mut right = match self.chained_values.remove(&node.id()) {
-            Some(value) => Some(value),
+            Some(value) => value,
             None => match own {
                 Some(own) => assigned_value(node, own),
                 None => node.child_by_field_id(FIELDS.right),
@@ -1269,10 +1269,10 @@ impl<'a> Builder<'a> {
             chain.push(inner.id());
             right = inner.child_by_field_id(FIELDS.right);
         }
-        if let Some(value) = right {
-            self.chained_values
-                .extend(chain.into_iter().map(|inner| (inner, value)));
-        }
+        // Recorded also when the chain ends without a value (`a = b: int`, or what a syntax
+        // error leaves): each inner assignment walking the chain again would be quadratic.
+        self.chained_values
+            .extend(chain.into_iter().map(|inner| (inner, right)));
         let Some(value) = right else {
             // An annotation without a value (`x: int`).
             return;
