@@ -1004,6 +1004,11 @@ impl<'a> Analysis<'a> {
             // `for layer in self.layers` over an `nn.ModuleList`.
             return ValueFacts::of(Kind::Module);
         }
+        if iterable_facts.kind == Kind::Container && iterable_facts.device == Tri::Yes {
+            // `for b in batches` of a list that holds device tensors (`batch = [batch]`): an
+            // item of unknown shape on that device.
+            return element_facts(iterable_facts);
+        }
         let text = self.text(iterable);
         let loader = self.loader_facts(iterable);
         if loader.kind == Kind::Loader || super::training::iterates_batches(text) {
@@ -1957,6 +1962,8 @@ impl<'a> Analysis<'a> {
                 Some(ValueFacts::scalar())
             }
             "min" | "max" => Some(combine_arguments()),
+            // A copy is what it copies: a model's copy runs on the model's device.
+            "copy.deepcopy" | "copy.copy" => first_argument().map(|a| self.facts(a)),
             // `map(lambda t: rearrange(t, ...), (data, embed))`: what it maps, as a sequence.
             "map" | "filter" => Some(ValueFacts {
                 kind: Kind::Container,
