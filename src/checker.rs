@@ -490,6 +490,18 @@ impl<'a> Checker<'a> {
                     ),
                 });
             }
+            if count_batch_iteration
+                && frame.node.kind_id() == KINDS.while_statement
+                && let Some(draw) = crate::semantic::per_batch::draws_batch(self, frame.node)
+            {
+                return Some(PerBatchEvidence {
+                    range: facts.header.clone(),
+                    reason: format!(
+                        "this loop draws a batch each iteration (`{}`)",
+                        crate::source::snippet(draw, 50)
+                    ),
+                });
+            }
             if facts.nested_training {
                 // An epoch loop: code here runs between passes over the data.
                 return None;

@@ -39,6 +39,14 @@ fn reason<'a>(checker: &impl Position<'a>, loop_node: Node<'a>, helpers: bool) -
             short(checker, iterable)
         ));
     }
+    if loop_node.kind_id() == KINDS.while_statement
+        && let Some(draw) = draws_batch(checker, loop_node)
+    {
+        return Some(format!(
+            "this loop draws a batch each iteration (`{}`)",
+            crate::source::snippet(draw, 50)
+        ));
+    }
     let over_modules = checker
         .field(loop_node, FIELDS.right)
         .is_some_and(|iterable| checker.analysis().facts(iterable).kind == Kind::Module);
@@ -116,6 +124,78 @@ fn runs_forward<'a>(checker: &impl Position<'a>, loop_node: Node<'a>) -> Option<
         return None;
     }
     runs_forward_in(checker, checker.field(loop_node, FIELDS.body)?)
+}
+
+/// A call in a `while` loop's own body that draws the next batch: `next(train_iter)`,
+/// `data_loader.next()`, `feed.get_next_batch(i, data)`. Such a loop steps through a loader as
+/// `for batch in loader` does.
+pub fn draws_batch<'a>(checker: &impl Position<'a>, loop_node: Node<'a>) -> Option<&'a str> {
+    let body = checker.field(loop_node, FIELDS.body)?;
+    let mut found = None;
+    walk(body, |visit| {
+        let Visit::Enter(node) = visit else {
+            return Descend::Yes;
+        };
+        if found.is_some() || !node.is_named() {
+            return Descend::No;
+        }
+        let kind = node.kind_id();
+        if kind == KINDS.for_statement
+            || kind == KINDS.while_statement
+            || kind == KINDS.function_definition
+            || kind == KINDS.lambda
+            || kind == KINDS.class_definition
+        {
+            return Descend::No;
+        }
+        if kind == KINDS.call && is_batch_draw(checker, node) {
+            found = Some(checker.node_text(node));
+            return Descend::No;
+        }
+        Descend::Yes
+    });
+    found.map(first_line)
+}
+
+fn is_batch_draw<'a>(checker: &impl Position<'a>, call: Node<'a>) -> bool {
+    let Some(callee) = checker.field(call, FIELDS.function) else {
+        return false;
+    };
+    let analysis = checker.analysis();
+    if callee.kind_id() == KINDS.identifier {
+        // `next(train_iter)`
+        return checker.node_text(callee) == "next"
+            && checker
+                .field(call, FIELDS.arguments)
+                .and_then(|arguments| arguments.named_child(0))
+                .is_some_and(|source| analysis.iterates_batches(source));
+    }
+    let (Some(object), Some(method)) = (
+        checker.field(callee, FIELDS.object),
+        checker.field(callee, FIELDS.attribute),
+    ) else {
+        return false;
+    };
+    match checker.node_text(method) {
+        // `data_loader.next()`, a prefetcher's.
+        "next" | "__next__" => analysis.iterates_batches(object),
+        method => names_batch_draw(method),
+    }
+}
+
+/// `get_next_batch`, `next_batch`, `load_batch`, `fetch_batch`: a method named for handing
+/// out the next batch.
+fn names_batch_draw(method: &str) -> bool {
+    let Some(verb) = method
+        .strip_suffix("_batch")
+        .or_else(|| method.strip_suffix("_batches"))
+    else {
+        return false;
+    };
+    matches!(
+        verb.trim_start_matches('_'),
+        "next" | "get_next" | "get" | "load" | "fetch" | "sample" | "read"
+    )
 }
 
 fn runs_forward_in<'a>(checker: &impl Position<'a>, body: Node<'a>) -> Option<&'a str> {
