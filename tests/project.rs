@@ -106,6 +106,25 @@ fn evaluation_hooks_of_a_framework_base_class_from_another_file() {
     assert_eq!(run.findings(), ["model.py:14:9: TL102"]);
 }
 
+#[test]
+fn outputs_kept_by_an_evaluation_hook_of_a_framework_base_class_from_another_file() {
+    // Lightning runs `validation_step` without grad, also on a class whose `LightningModule`
+    // base is another file's: what the hook keeps holds device memory, not a graph.
+    let project = Project::new();
+    project.write(
+        "base.py",
+        "import lightning.pytorch as pl\n\nclass Base(pl.LightningModule):\n    pass\n",
+    );
+    project.write(
+        "model.py",
+        "import torch\nfrom base import Base\n\nclass Net(Base):\n    def __init__(self, device=\"cuda\"):\n        super().__init__()\n        self.fc = torch.nn.Linear(4, 2, device=device)\n        self.outputs = []\n\n    def forward(self, x):\n        return self.fc(x)\n\n    def validation_step(self, batch, i):\n        self.outputs.append(self(batch))\n",
+    );
+    assert_eq!(
+        findings(&project, "TL102,TL104", &[]),
+        ["model.py:14:9: TL104"]
+    );
+}
+
 fn findings(project: &Project, select: &str, args: &[&str]) -> Vec<String> {
     let mut all = vec!["check", "--output-format", "concise", "--select", select];
     all.extend_from_slice(args);

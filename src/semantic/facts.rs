@@ -106,6 +106,9 @@ pub enum Ask {
     Defines(String),
     /// Which parameters this function keeps beyond the call.
     Stores(String),
+    /// Whether a framework runs this method of a class of this name (or of a class deriving
+    /// from it) without grad (`validation_step` of a `LightningModule`).
+    NoGradHook { class: String, method: String },
 }
 
 impl Ask {
@@ -119,7 +122,8 @@ impl Ask {
             | Ask::Trains(name)
             | Ask::GradDisabled(name)
             | Ask::Defines(name)
-            | Ask::Stores(name) => name,
+            | Ask::Stores(name)
+            | Ask::NoGradHook { class: name, .. } => name,
         }
     }
 }
@@ -345,6 +349,28 @@ impl FactBase {
         }
     }
 
+    /// Whether the framework table lists `method` as run without grad for the class of this
+    /// name, one of its bases, or theirs, through the run's files.
+    fn is_no_grad_hook(
+        &self,
+        qualified: &str,
+        method: &str,
+        importer: Option<usize>,
+        depth: usize,
+    ) -> bool {
+        if depth > MAX_DEPTH {
+            return false;
+        }
+        match self.lookup(qualified, importer) {
+            Lookup::Symbol(Symbol::Class(class)) => class.bases.iter().any(|base| {
+                self.frameworks().is_no_grad_hook(base, method)
+                    || self.is_no_grad_hook(base, method, importer, depth + 1)
+            }),
+            Lookup::External => self.frameworks().is_no_grad_hook(qualified, method),
+            _ => false,
+        }
+    }
+
     /// What calling the name returns, when the run or the framework table can tell.
     pub fn call_result(&self, qualified: &str, importer: Option<usize>) -> Option<ValueFacts> {
         self.call_result_at_depth(qualified, importer, 0)
@@ -444,6 +470,9 @@ impl FactBase {
                 self.lookup(name, importer),
                 Lookup::Symbol(_) | Lookup::Method(..)
             )),
+            Ask::NoGradHook { class, method } => {
+                Answer::yes_if(self.is_no_grad_hook(class, method, importer, 0))
+            }
             Ask::Stores(name) => match self.function(name, importer) {
                 Some(function) if !function.stores.is_empty() => {
                     Answer::Stores(function.stores.clone())

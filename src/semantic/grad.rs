@@ -7,6 +7,7 @@ use rustc_hash::FxHashMap as HashMap;
 use tree_sitter::Node;
 
 use super::analysis::Analysis;
+use super::facts::{Answer, Ask};
 use crate::parse::find_argument;
 use crate::parse::{FIELDS, KINDS};
 use crate::source::TextRange;
@@ -260,9 +261,16 @@ fn framework_no_grad_hook(analysis: &Analysis<'_>, function: Node<'_>) -> bool {
     }
     let class = &analysis.model.classes[class];
     class.bases.iter().any(|base| {
-        analysis
-            .qualified_name(*base)
-            .is_some_and(|name| frameworks.is_no_grad_hook(&name, &facts.name))
+        analysis.qualified_name(*base).is_some_and(|name| {
+            frameworks.is_no_grad_hook(&name, &facts.name)
+                // `class Net(LitBase)` with `LitBase(LightningModule)` in another file.
+                || analysis
+                    .ask_answer(Ask::NoGradHook {
+                        class: name,
+                        method: facts.name.to_owned(),
+                    })
+                    == Answer::Yes
+        })
     })
 }
 

@@ -47,8 +47,8 @@ pub enum Symbol {
 pub struct ClassSummary {
     /// The file alone shows that the class is an `nn.Module`.
     pub module: bool,
-    /// The absolute qualified names of the bases the file could not decide (imported ones):
-    /// the class is a module if one of them is.
+    /// The absolute qualified names of its imported bases: the class is a module if one of
+    /// them is, and a framework runs its hooks if one of them is the framework's class.
     pub bases: Vec<String>,
     /// A criterion (`class FocalLoss(nn.Module)`), not a model.
     pub loss: bool,
@@ -219,23 +219,13 @@ fn definition_symbol(
 fn class_summary(analysis: &Analysis<'_>, module: &str, index: usize) -> ClassSummary {
     let class = &analysis.model.classes[index];
     let local = analysis.modules().is_module_class(index);
-    let bases = if local {
-        Vec::new()
-    } else {
-        class
-            .bases
-            .iter()
-            .filter_map(|base| {
-                let text = analysis.text(*base);
-                match analysis.qualified_name(*base) {
-                    Some(name) => Some(absolute_module(&name, module)),
-                    // A class of this file: its own module-ness is already in `local`.
-                    None if analysis.model.class_named(text).is_some() => None,
-                    None => None,
-                }
-            })
-            .collect()
-    };
+    // A class of this file among the bases: its own module-ness is already in `local`.
+    let bases = class
+        .bases
+        .iter()
+        .filter_map(|base| analysis.qualified_name(*base))
+        .map(|name| absolute_module(&name, module))
+        .collect();
     let methods = class
         .methods
         .iter()
