@@ -125,6 +125,29 @@ fn outputs_kept_by_an_evaluation_hook_of_a_framework_base_class_from_another_fil
     );
 }
 
+#[test]
+fn a_subclass_of_a_base_from_a_file_that_names_the_accelerator_runs_there() {
+    // The subclass's file names no device: its base's file (a `LightningModule`) does, and the
+    // framework hands the hook batches on the accelerator.
+    let project = Project::new();
+    project.write(
+        "base.py",
+        "import lightning.pytorch as pl\n\nclass Base(pl.LightningModule):\n    pass\n",
+    );
+    project.write(
+        "model.py",
+        "from base import Base\n\nclass Net(Base):\n    def __init__(self):\n        super().__init__()\n        self.batches = []\n\n    def training_step(self, batch, i):\n        self.batches.append(batch)\n",
+    );
+    assert_eq!(findings(&project, "TL104", &[]), ["model.py:9:9: TL104"]);
+
+    // A base from host code: nothing says where the batches are.
+    project.write(
+        "base.py",
+        "import torch\n\nclass Base(torch.nn.Module):\n    pass\n",
+    );
+    assert_eq!(findings(&project, "TL104", &[]), Vec::<String>::new());
+}
+
 fn findings(project: &Project, select: &str, args: &[&str]) -> Vec<String> {
     let mut all = vec!["check", "--output-format", "concise", "--select", select];
     all.extend_from_slice(args);

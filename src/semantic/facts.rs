@@ -109,6 +109,9 @@ pub enum Ask {
     /// Whether a framework runs this method of a class of this name (or of a class deriving
     /// from it) without grad (`validation_step` of a `LightningModule`).
     NoGradHook { class: String, method: String },
+    /// Whether a class of this name, or a base of it, is defined in a file that names CUDA, a
+    /// device or an accelerator.
+    AcceleratorClass(String),
 }
 
 impl Ask {
@@ -123,7 +126,8 @@ impl Ask {
             | Ask::GradDisabled(name)
             | Ask::Defines(name)
             | Ask::Stores(name)
-            | Ask::NoGradHook { class: name, .. } => name,
+            | Ask::NoGradHook { class: name, .. }
+            | Ask::AcceleratorClass(name) => name,
         }
     }
 }
@@ -371,6 +375,24 @@ impl FactBase {
         }
     }
 
+    /// Whether the class of this name or one of its bases, through the run's files, is
+    /// defined in a file that names CUDA, a device or an accelerator.
+    fn is_accelerator_class(&self, qualified: &str, importer: Option<usize>, depth: usize) -> bool {
+        if depth > MAX_DEPTH {
+            return false;
+        }
+        match self.lookup(qualified, importer) {
+            Lookup::Symbol(Symbol::Class(class)) => {
+                class.accelerator
+                    || class
+                        .bases
+                        .iter()
+                        .any(|base| self.is_accelerator_class(base, importer, depth + 1))
+            }
+            _ => false,
+        }
+    }
+
     /// What calling the name returns, when the run or the framework table can tell.
     pub fn call_result(&self, qualified: &str, importer: Option<usize>) -> Option<ValueFacts> {
         self.call_result_at_depth(qualified, importer, 0)
@@ -472,6 +494,9 @@ impl FactBase {
             )),
             Ask::NoGradHook { class, method } => {
                 Answer::yes_if(self.is_no_grad_hook(class, method, importer, 0))
+            }
+            Ask::AcceleratorClass(name) => {
+                Answer::yes_if(self.is_accelerator_class(name, importer, 0))
             }
             Ask::Stores(name) => match self.function(name, importer) {
                 Some(function) if !function.stores.is_empty() => {

@@ -52,6 +52,9 @@ pub struct ClassSummary {
     pub bases: Vec<String>,
     /// A criterion (`class FocalLoss(nn.Module)`), not a model.
     pub loss: bool,
+    /// The class's file names CUDA, a device or an accelerator: its subclasses' work goes
+    /// there too.
+    pub accelerator: bool,
     /// Methods other files may call on an instance, with their summaries.
     pub methods: Vec<(String, FunctionSummary)>,
 }
@@ -241,6 +244,7 @@ fn class_summary(analysis: &Analysis<'_>, module: &str, index: usize) -> ClassSu
         module: local,
         bases,
         loss: class.name.ends_with("Loss"),
+        accelerator: analysis.targets_gpu(),
         methods,
     }
 }

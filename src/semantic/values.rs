@@ -1732,6 +1732,18 @@ impl<'a> Analysis<'a> {
                 || mentions("device")
                 || mentions("accelerator")
                 || mentions("lightning")
+                || self.derives_from_accelerator_class()
+        })
+    }
+
+    /// `class Net(Base)` with `Base` from a file that names the accelerator (a
+    /// `LightningModule` of the project's): the subclass's work goes there too.
+    fn derives_from_accelerator_class(&self) -> bool {
+        self.model.classes.iter().any(|class| {
+            class.bases.iter().any(|base| {
+                self.qualified_name(*base)
+                    .is_some_and(|name| self.ask(Ask::AcceleratorClass(name)).is_some())
+            })
         })
     }
 
