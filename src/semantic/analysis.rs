@@ -66,6 +66,9 @@ pub struct Analysis<'a> {
     pub(super) forward_with_grad_memo: RefCell<HashMap<usize, bool>>,
     /// Functions by node id, and whether they run a forward pass (`forward`).
     pub(super) runs_forward_memo: RefCell<HashMap<usize, bool>>,
+    /// Functions by node id and call depth, and whether they run a forward pass themselves or
+    /// through a helper: asked at every call of a helper, and a body can be large.
+    pub(super) helper_forward_memo: RefCell<HashMap<(usize, usize), bool>>,
     /// Loops that train through the functions they call (`steps`).
     pub(super) loop_steps: RefCell<super::steps::LoopSteps>,
     /// Loops over evaluation data, by loop node id.
@@ -102,6 +105,7 @@ impl<'a> Analysis<'a> {
             evaluation_loops: RefCell::new(HashMap::default()),
             module_evidence: OnceCell::new(),
             runs_forward_memo: RefCell::new(HashMap::default()),
+            helper_forward_memo: RefCell::new(HashMap::default()),
             forward_with_grad_memo: RefCell::new(HashMap::default()),
             backpropagated: RefCell::new(HashMap::default()),
             graph_calls: RefCell::new(Vec::new()),

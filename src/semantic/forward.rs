@@ -282,10 +282,16 @@ impl<'a> Analysis<'a> {
     }
 
     fn runs_forward_at_depth(&self, function: Node<'a>, depth: usize) -> bool {
-        self.any_call_in_body(function, |call| {
+        let key = (function.id(), depth);
+        if let Some(&known) = self.helper_forward_memo.borrow().get(&key) {
+            return known;
+        }
+        let runs = self.any_call_in_body(function, |call| {
             self.forward_call(call).is_some()
                 || (depth < 2 && self.calls_forward_helper(call, depth))
-        })
+        });
+        self.helper_forward_memo.borrow_mut().insert(key, runs);
+        runs
     }
 
     /// `forecast_error(model, x)`: a call of one of the file's plain functions that runs a
