@@ -692,6 +692,15 @@ impl<'a> Analysis<'a> {
                         (None, _) => self.facts_at_depth(value, depth, arguments),
                     },
                 };
+                if index.is_some() && names_indices(name) && value_facts.kind == Kind::Tensor {
+                    // `x, indices = pool(x)` (`return_indices=True`), `vals, idx = out.topk(k)`:
+                    // integer tensors never require grad, so they carry no graph.
+                    return ValueFacts {
+                        graph: Tri::No,
+                        eval_mode: false,
+                        ..value_facts
+                    };
+                }
                 ValueFacts {
                     eval_mode: value_facts.eval_mode,
                     ..value_facts
@@ -2380,6 +2389,18 @@ fn string_key<'a>(analysis: &Analysis<'a>, subscript: Node<'a>) -> Option<&'a st
 /// Keys of model outputs that hold tensors.
 /// Whether a batch's key names metadata kept beside its tensors: file names, dates, text,
 /// a sample's id (`participant_id`; `input_ids` are tensors).
+/// `indices`, `max_indices`, `idx`, `topk_idx`: the index half of what `max(dim)`, `topk`,
+/// `sort` or a pooling layer with `return_indices=True` returns.
+fn names_indices(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    name == "idx"
+        || name == "indices"
+        || name.ends_with("_idx")
+        || name.ends_with("_indices")
+        || name.starts_with("idx_")
+        || name.starts_with("indices_")
+}
+
 fn names_metadata(key: &str) -> bool {
     let key = key.to_ascii_lowercase();
     [

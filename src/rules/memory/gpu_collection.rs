@@ -39,9 +39,10 @@ impl Check for GpuCollection {
             return;
         }
         super::record_graph_arguments(checker, call);
-        // A module's own state during forward is TL103's; asked first, as a model file's
-        // forwards hold most of its statements.
+        // A module's own state during forward is TL103's when it keeps a graph; asked first,
+        // as a model file's forwards hold most of its statements.
         if in_module_forward(checker) {
+            check_forward_collection(rule, call, checker, out);
             return;
         }
         let start = out.len();
@@ -50,6 +51,53 @@ impl Check for GpuCollection {
             check_stored_argument(rule, call, checker, out);
         }
     }
+}
+
+/// `self.max_indices.append(indices)` in a module's `forward`: a list on the module that grows
+/// by a device tensor on every forward pass, so once per batch for as long as the model lives,
+/// unless `forward` starts it afresh (`self.max_indices = []`).
+fn check_forward_collection<'a>(
+    rule: &Arc<RuleMeta>,
+    call: Node<'a>,
+    checker: &Checker<'a>,
+    out: &mut Vec<Diagnostic>,
+) {
+    let Some(found) = accumulation(checker, call) else {
+        return;
+    };
+    if found.how != How::Append || found.container.kind_id() != KINDS.attribute {
+        return;
+    }
+    let container = checker.node_text(found.container);
+    if !container.starts_with("self.") {
+        return;
+    }
+    let facts = checker.analysis.facts(found.value);
+    // With a graph it is TL103's.
+    if facts.kind != Kind::Tensor || facts.device != Tri::Yes || facts.graph == Tri::Yes {
+        return;
+    }
+    let Some((function, function_facts)) = checker.current_function() else {
+        return;
+    };
+    if super::reset_in_loop(checker, function, container) {
+        return;
+    }
+    let message = rule
+        .message
+        .replace("{value}", &short(checker, found.value))
+        .replace("{container}", container)
+        .replace(
+            "{span}",
+            "from every forward pass until something clears it",
+        )
+        .replace("{device}", device_name(checker));
+    out.push(
+        Diagnostic::new(rule, message, call.byte_range()).with_label(
+            function_facts.header.clone(),
+            "`forward` runs once per batch, and the module outlives every batch".to_owned(),
+        ),
+    );
 }
 
 /// `[model(x.cuda()) for x in loader]`: a list of every batch's output, like `append` in a
@@ -84,22 +132,35 @@ fn check_comprehension<'a>(
     let Some(element) = checker.field(comprehension, FIELDS.body) else {
         return;
     };
+    // A batch's outputs as a tensor, or as a list or tuple of them (`run_batch(batch)`
+    // returning `[mean, std]`).
     let facts = checker.analysis.facts(element);
-    if facts.kind != Kind::Tensor || facts.device != Tri::Yes || facts.graph == Tri::Yes {
+    if !matches!(facts.kind, Kind::Tensor | Kind::Container)
+        || facts.device != Tri::Yes
+        || facts.graph == Tri::Yes
+    {
         return;
     }
+    // The list by the name it is assigned to (`post_means = [...]`): a comprehension written
+    // over several lines shortens to its bracket.
+    let container = comprehension
+        .parent()
+        .filter(|parent| parent.kind_id() == KINDS.assignment)
+        .and_then(|assignment| checker.field(assignment, FIELDS.left))
+        .unwrap_or(comprehension);
     let message = rule
         .message
         .replace("{value}", &short(checker, element))
-        .replace("{container}", &short(checker, comprehension))
+        .replace("{container}", &short(checker, container))
         .replace("{span}", "from every batch until the list is dropped")
         .replace("{device}", device_name(checker));
     let label = format!(
         "this comprehension runs once per batch of `{}`",
         short(checker, iterable)
     );
+    // At what it keeps: the element, which is where a fix goes (`.cpu()`).
     out.push(
-        Diagnostic::new(rule, message, comprehension.byte_range())
+        Diagnostic::new(rule, message, element.byte_range())
             .with_label(clauses[0].byte_range(), label),
     );
 }
