@@ -478,28 +478,12 @@ impl<'a> Checker<'a> {
                 });
             }
             if count_batch_iteration
-                && frame.node.kind_id() == KINDS.for_statement
-                && let Some(iterable) = frame.node.child_by_field_id(FIELDS.right)
-                && self.analysis.iterates_batches(iterable)
+                && let Some(reason) =
+                    crate::semantic::per_batch::steps_through_batches(self, frame.node)
             {
                 return Some(PerBatchEvidence {
                     range: facts.header.clone(),
-                    reason: format!(
-                        "this loop runs once per batch of `{}`",
-                        crate::source::snippet(self.node_text(iterable), 50)
-                    ),
-                });
-            }
-            if count_batch_iteration
-                && frame.node.kind_id() == KINDS.while_statement
-                && let Some(draw) = crate::semantic::per_batch::draws_batch(self, frame.node)
-            {
-                return Some(PerBatchEvidence {
-                    range: facts.header.clone(),
-                    reason: format!(
-                        "this loop draws a batch each iteration (`{}`)",
-                        crate::source::snippet(draw, 50)
-                    ),
+                    reason,
                 });
             }
             if facts.nested_training {

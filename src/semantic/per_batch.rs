@@ -30,22 +30,8 @@ fn reason<'a>(checker: &impl Position<'a>, loop_node: Node<'a>, helpers: bool) -
             crate::source::snippet(&checker.text()[call], 50)
         ));
     }
-    if loop_node.kind_id() == KINDS.for_statement
-        && let Some(iterable) = checker.field(loop_node, FIELDS.right)
-        && checker.analysis().iterates_batches(iterable)
-    {
-        return Some(format!(
-            "this loop runs once per batch of `{}`",
-            short(checker, iterable)
-        ));
-    }
-    if loop_node.kind_id() == KINDS.while_statement
-        && let Some(draw) = draws_batch(checker, loop_node)
-    {
-        return Some(format!(
-            "this loop draws a batch each iteration (`{}`)",
-            crate::source::snippet(draw, 50)
-        ));
+    if let Some(why) = steps_through_batches(checker, loop_node) {
+        return Some(why);
     }
     let over_modules = checker
         .field(loop_node, FIELDS.right)
@@ -126,10 +112,36 @@ fn runs_forward<'a>(checker: &impl Position<'a>, loop_node: Node<'a>) -> Option<
     runs_forward_in(checker, checker.field(loop_node, FIELDS.body)?)
 }
 
+/// Why a loop steps through batches, for labels: `for batch in loader`, or a `while` loop
+/// that draws the next batch in each iteration.
+pub fn steps_through_batches<'a>(
+    checker: &impl Position<'a>,
+    loop_node: Node<'a>,
+) -> Option<String> {
+    if loop_node.kind_id() == KINDS.for_statement {
+        let iterable = checker.field(loop_node, FIELDS.right)?;
+        return checker.analysis().iterates_batches(iterable).then(|| {
+            format!(
+                "this loop runs once per batch of `{}`",
+                short(checker, iterable)
+            )
+        });
+    }
+    if loop_node.kind_id() == KINDS.while_statement {
+        return draws_batch(checker, loop_node).map(|draw| {
+            format!(
+                "this loop draws a batch each iteration (`{}`)",
+                crate::source::snippet(draw, 50)
+            )
+        });
+    }
+    None
+}
+
 /// A call in a `while` loop's own body that draws the next batch: `next(train_iter)`,
 /// `data_loader.next()`, `feed.get_next_batch(i, data)`. Such a loop steps through a loader as
 /// `for batch in loader` does.
-pub fn draws_batch<'a>(checker: &impl Position<'a>, loop_node: Node<'a>) -> Option<&'a str> {
+fn draws_batch<'a>(checker: &impl Position<'a>, loop_node: Node<'a>) -> Option<&'a str> {
     let body = checker.field(loop_node, FIELDS.body)?;
     let mut found = None;
     walk(body, |visit| {
