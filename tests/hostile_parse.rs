@@ -3,9 +3,9 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Command, Stdio};
-use std::sync::mpsc::{Receiver, channel};
+use std::io::Read;
+use std::process::Stdio;
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use common::{EVAL_HAZARD, Project, Run};
@@ -344,41 +344,11 @@ impl Server {
     fn start() -> Server {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join(".git")).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_torchlint"))
-            .arg("server")
-            .current_dir(dir.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the server");
-        let stdin = child.stdin.take().unwrap();
-        let mut reader = BufReader::new(child.stdout.take().unwrap());
-        let (sender, messages) = channel();
-        std::thread::spawn(move || {
-            loop {
-                let mut length = 0;
-                loop {
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    match line.trim_end() {
-                        "" => break,
-                        header => {
-                            if let Some(value) = header.strip_prefix("Content-Length: ") {
-                                length = value.parse().unwrap();
-                            }
-                        }
-                    }
-                }
-                let mut body = vec![0; length];
-                if reader.read_exact(&mut body).is_err() {
-                    return;
-                }
-                let _ = sender.send(serde_json::from_slice(&body).unwrap());
-            }
-        });
+        let common::lsp::ServerProcess {
+            child,
+            stdin,
+            messages,
+        } = common::lsp::spawn(dir.path(), &[]);
         let mut server = Server {
             child,
             stdin,
@@ -393,9 +363,7 @@ impl Server {
     }
 
     fn send(&mut self, message: Value) {
-        let body = message.to_string();
-        write!(self.stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
-        self.stdin.flush().unwrap();
+        common::lsp::write_message(&mut self.stdin, &message.to_string());
     }
 
     /// The messages up to and including the first that matches (with a timeout).

@@ -2,9 +2,9 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, channel};
+use std::io::Write;
+use std::process::{Child, ChildStdin};
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use common::{EVAL_HAZARD, EVAL_HELPER};
@@ -29,42 +29,11 @@ impl Client {
         let path = dir.path().join("train.py");
         std::fs::write(&path, EVAL_HAZARD).unwrap();
         let uri = url::Url::from_file_path(&path).unwrap().to_string();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_torchlint"))
-            .arg("server")
-            .envs(env.iter().copied())
-            .current_dir(dir.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the server");
-        let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (sender, messages) = channel();
-        std::thread::spawn(move || {
-            let mut reader = BufReader::new(stdout);
-            loop {
-                let mut length = 0;
-                loop {
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    let line = line.trim_end();
-                    if line.is_empty() {
-                        break;
-                    }
-                    if let Some(value) = line.strip_prefix("Content-Length: ") {
-                        length = value.parse().unwrap();
-                    }
-                }
-                let mut body = vec![0; length];
-                if reader.read_exact(&mut body).is_err() {
-                    return;
-                }
-                let _ = sender.send(serde_json::from_slice(&body).unwrap());
-            }
-        });
+        let common::lsp::ServerProcess {
+            child,
+            stdin,
+            messages,
+        } = common::lsp::spawn(dir.path(), env);
         let mut client = Client {
             child,
             stdin,
@@ -119,8 +88,7 @@ impl Client {
     }
 
     fn send_raw(&mut self, body: &str) {
-        write!(self.stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
-        self.stdin.flush().unwrap();
+        common::lsp::write_message(&mut self.stdin, body);
     }
 
     fn notify(&mut self, method: &str, params: Value) {

@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod lsp;
+
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
