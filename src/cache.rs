@@ -14,7 +14,7 @@
 //! read or parsed, or was written by another build, is ignored and replaced.
 
 use std::collections::HashMap;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -319,22 +319,9 @@ fn write_if_missing(path: &Path, content: &str) -> io::Result<()> {
     replace(path, content.as_bytes())
 }
 
-/// Writes a new file beside `path` and renames it over `path`: readers see the old content or
-/// the new, never a mix, whichever run writes last.
+/// A cache file, replaced whole (see [`crate::files::replace`]).
 fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let folder = path.parent().unwrap_or(Path::new("."));
-    let mut temporary = tempfile::NamedTempFile::new_in(folder)?;
-    temporary.write_all(bytes)?;
-    // A cache is as readable as the files it describes (tempfile creates files private).
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        temporary
-            .as_file()
-            .set_permissions(std::fs::Permissions::from_mode(0o644))?;
-    }
-    temporary.persist(path).map_err(|error| error.error)?;
-    Ok(())
+    crate::files::replace(path, bytes, crate::files::Durability::Unsynced)
 }
 
 fn key(path: &Path) -> String {

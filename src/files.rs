@@ -143,9 +143,11 @@ pub fn human_size(bytes: u64) -> String {
 pub fn write_output(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let target = resolve_symlinks(path)?;
     match std::fs::metadata(&target) {
-        Err(error) if error.kind() == io::ErrorKind::NotFound => replace(&target, bytes),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => {
+            replace(&target, bytes, Durability::Synced)
+        }
         Err(error) => Err(error),
-        Ok(metadata) if metadata.is_file() => replace(&target, bytes),
+        Ok(metadata) if metadata.is_file() => replace(&target, bytes, Durability::Synced),
         Ok(metadata) if is_stream(&metadata.file_type()) => {
             let mut file = open_stream(&target)?;
             file.write_all(bytes)?;
@@ -228,30 +230,42 @@ fn is_stream(kind: &std::fs::FileType) -> bool {
     }
 }
 
-fn replace(target: &Path, bytes: &[u8]) -> io::Result<()> {
+/// Whether [`replace`] waits for the new content to reach the disk before the rename: a
+/// report must survive a crash whole; a cache is rebuilt if it does not.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    Synced,
+    Unsynced,
+}
+
+/// Writes a new file beside `target` and renames it over `target`: readers see the old content
+/// or the new, never a mix, whichever writer renames last. The new file keeps the old one's
+/// permissions; a file created afresh gets the usual ones (0666 less the umask), not the
+/// private ones of a temporary file.
+pub fn replace(target: &Path, bytes: &[u8], durability: Durability) -> io::Result<()> {
     let folder = target
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let name = target.file_name().unwrap_or_default().to_string_lossy();
-    let temporary = folder.join(format!(".{name}.{}.torchlint-tmp", std::process::id()));
-    let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&temporary)?;
-        file.write_all(bytes)?;
-        if let Ok(existing) = std::fs::metadata(target) {
-            file.set_permissions(existing.permissions())?;
-        }
-        file.sync_all()?;
-        std::fs::rename(&temporary, target)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temporary);
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".torchlint-tmp");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        builder.permissions(std::fs::Permissions::from_mode(0o666));
     }
-    result
+    let mut temporary = builder.tempfile_in(folder)?;
+    temporary.write_all(bytes)?;
+    if let Ok(existing) = std::fs::metadata(target) {
+        temporary
+            .as_file()
+            .set_permissions(existing.permissions())?;
+    }
+    if durability == Durability::Synced {
+        temporary.as_file().sync_all()?;
+    }
+    temporary.persist(target).map_err(|error| error.error)?;
+    Ok(())
 }
 
 /// The file a path finally names, following symlinks (also dangling ones).
