@@ -477,13 +477,22 @@ impl<'a> Analysis<'a> {
             }
         };
         if kind == k.identifier {
-            return used_as_module(self.name_facts(node, depth, arguments));
+            return as_criterion(
+                self.text(node),
+                used_as_module(self.name_facts(node, depth, arguments)),
+            );
         }
         if kind == k.call {
             return self.call_facts(node, depth, arguments);
         }
         if kind == k.attribute {
-            return used_as_module(self.attribute_facts(node, depth, arguments));
+            let name = node
+                .child_by_field_id(FIELDS.attribute)
+                .map_or("", |attribute| self.text(attribute));
+            return as_criterion(
+                name,
+                used_as_module(self.attribute_facts(node, depth, arguments)),
+            );
         }
         if kind == k.subscript {
             if self.used_as_module(self.text(node)) {
@@ -2389,6 +2398,21 @@ fn string_key<'a>(analysis: &Analysis<'a>, subscript: Node<'a>) -> Option<&'a st
 /// Keys of model outputs that hold tensors.
 /// Whether a batch's key names metadata kept beside its tensors: file names, dates, text,
 /// a sample's id (`participant_id`; `input_ids` are tensors).
+/// A module kept under a name that says it is a loss (`self.loss_function = MaxLogLike()`,
+/// `criterion = build_criterion(cfg)`) is a criterion: it scores a model's outputs, it runs no
+/// model of its own.
+fn as_criterion(name: &str, facts: ValueFacts) -> ValueFacts {
+    let name = name.to_ascii_lowercase();
+    if facts.kind == Kind::Module && (name.contains("loss") || name.contains("criterion")) {
+        ValueFacts {
+            kind: Kind::LossModule,
+            ..facts
+        }
+    } else {
+        facts
+    }
+}
+
 /// `indices`, `max_indices`, `idx`, `topk_idx`: the index half of what `max(dim)`, `topk`,
 /// `sort` or a pooling layer with `return_indices=True` returns.
 fn names_indices(name: &str) -> bool {
