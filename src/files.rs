@@ -254,8 +254,9 @@ pub fn replace(target: &Path, bytes: &[u8], durability: Durability) -> io::Resul
         use std::os::unix::fs::PermissionsExt;
         builder.permissions(std::fs::Permissions::from_mode(0o666));
     }
-    let mut temporary = builder.tempfile_in(folder)?;
-    temporary.write_all(bytes)?;
+    let mut temporary = builder.tempfile_in(folder).map_err(without_path)?;
+    // Through the file itself: the temporary's own `Write` adds its path to errors.
+    temporary.as_file_mut().write_all(bytes)?;
     if let Ok(existing) = std::fs::metadata(target) {
         temporary
             .as_file()
@@ -266,6 +267,19 @@ pub fn replace(target: &Path, bytes: &[u8], durability: Durability) -> io::Resul
     }
     temporary.persist(target).map_err(|error| error.error)?;
     Ok(())
+}
+
+/// An error of `tempfile` without the path of its temporary file, which it appends as
+/// `... at path "..."` (its annotation gives no other way to the OS error beneath): a name the
+/// user never chose, which a message about their file should not show.
+fn without_path(error: io::Error) -> io::Error {
+    let message = error.to_string();
+    match message.rfind(" at path ") {
+        Some(at) if error.get_ref().is_some() => {
+            io::Error::new(error.kind(), message[..at].to_owned())
+        }
+        _ => error,
+    }
 }
 
 /// The file a path finally names, following symlinks (also dangling ones).
