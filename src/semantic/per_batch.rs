@@ -33,6 +33,9 @@ fn reason<'a>(checker: &impl Position<'a>, loop_node: Node<'a>, helpers: bool) -
     if let Some(why) = steps_through_batches(checker, loop_node) {
         return Some(why);
     }
+    if let Some(why) = iterates_what_batches_filled(checker, loop_node) {
+        return Some(why);
+    }
     let over_modules = checker
         .field(loop_node, FIELDS.right)
         .is_some_and(|iterable| checker.analysis().facts(iterable).kind == Kind::Module);
@@ -134,6 +137,75 @@ pub fn steps_through_batches<'a>(
                 crate::source::snippet(draw, 50)
             )
         });
+    }
+    None
+}
+
+/// `for y in outputs` after `outputs.append(y)` in a loop over the loader earlier in the same
+/// function: one iteration per batch, each with what that batch left in the list.
+fn iterates_what_batches_filled<'a>(
+    checker: &impl Position<'a>,
+    loop_node: Node<'a>,
+) -> Option<String> {
+    if loop_node.kind_id() != KINDS.for_statement {
+        return None;
+    }
+    let iterable = checker
+        .analysis()
+        .unwrapped_iterable(checker.field(loop_node, FIELDS.right)?, true);
+    if iterable.kind_id() != KINDS.identifier {
+        return None;
+    }
+    let name = checker.node_text(iterable);
+    let function = enclosing_function(loop_node)?;
+    let appends = checker.model().calls_by_name.get("append")?;
+    appends.iter().find_map(|append| {
+        if append.start_byte() < function.start_byte() || append.end_byte() > loop_node.start_byte()
+        {
+            return None;
+        }
+        let receiver = checker
+            .field(*append, FIELDS.function)
+            .and_then(|callee| checker.field(callee, FIELDS.object))?;
+        if receiver.kind_id() != KINDS.identifier || checker.node_text(receiver) != name {
+            return None;
+        }
+        let filling = enclosing_loop(*append, function)?;
+        steps_through_batches(checker, filling).map(|_| {
+            let loader = checker.field(filling, FIELDS.right).map_or_else(
+                || "the loader".to_owned(),
+                |l| format!("`{}`", short(checker, l)),
+            );
+            format!(
+                "this loop runs once per batch: `{name}` holds one item from each batch of {loader}"
+            )
+        })
+    })
+}
+
+/// The function a node is in, a few levels up (a deeper nesting is error recovery).
+fn enclosing_function(node: Node<'_>) -> Option<Node<'_>> {
+    let mut node = node;
+    for _ in 0..64 {
+        node = node.parent()?;
+        if node.kind_id() == KINDS.function_definition {
+            return Some(node);
+        }
+    }
+    None
+}
+
+/// The innermost loop around a node inside `function`.
+fn enclosing_loop<'a>(node: Node<'a>, function: Node<'a>) -> Option<Node<'a>> {
+    let mut node = node;
+    for _ in 0..64 {
+        node = node.parent()?;
+        if node == function {
+            return None;
+        }
+        if node.kind_id() == KINDS.for_statement || node.kind_id() == KINDS.while_statement {
+            return Some(node);
+        }
     }
     None
 }

@@ -993,6 +993,55 @@ impl<'a> Analysis<'a> {
     }
 
     /// An item of `for x in iterable`.
+    /// An item of a list the function started empty and filled with `outputs.append(y)` before
+    /// the loop over it: what was appended, when that is a device tensor.
+    fn appended_item_facts(&self, iterable: Node<'a>, depth: usize) -> Option<ValueFacts> {
+        let list = self.unwrapped_iterable(iterable, false);
+        if list.kind_id() != KINDS.identifier {
+            return None;
+        }
+        let name = self.text(list);
+        let (scope, bindings) =
+            self.model
+                .scopes
+                .lookup(self.scope_at(list), name, list.start_byte())?;
+        // Started empty: a list built some other way holds something else.
+        let [binding] = bindings else {
+            return None;
+        };
+        let Site::Value { value, index: None } = binding.site else {
+            return None;
+        };
+        if value.kind_id() != KINDS.list || value.named_child_count() != 0 {
+            return None;
+        }
+        let appends = self.model.calls_by_name.get("append")?;
+        appends.iter().find_map(|append| {
+            if append.start_byte() < value.end_byte() || append.end_byte() > list.start_byte() {
+                return None;
+            }
+            let receiver = append
+                .child_by_field_id(FIELDS.function)?
+                .child_by_field_id(FIELDS.object)?;
+            if receiver.kind_id() != KINDS.identifier || self.text(receiver) != name {
+                return None;
+            }
+            let (same, _) =
+                self.model
+                    .scopes
+                    .lookup(self.scope_at(receiver), name, receiver.start_byte())?;
+            if same != scope {
+                return None;
+            }
+            let item = append.child_by_field_id(FIELDS.arguments)?.named_child(0)?;
+            let facts = self.facts_at_depth(item, depth, &[]);
+            (facts.kind == Kind::Tensor && facts.device == Tri::Yes).then_some(ValueFacts {
+                eval_mode: false,
+                ..facts
+            })
+        })
+    }
+
     fn loop_item_facts_given(
         &self,
         iterable: Node<'a>,
@@ -1026,6 +1075,9 @@ impl<'a> Analysis<'a> {
             // `for b in batches` of a list that holds device tensors (`batch = [batch]`): an
             // item of unknown shape on that device.
             return element_facts(iterable_facts);
+        }
+        if let Some(item) = self.appended_item_facts(iterable, depth) {
+            return item;
         }
         let text = self.text(iterable);
         let loader = self.loader_facts(iterable);
@@ -1077,6 +1129,12 @@ impl<'a> Analysis<'a> {
     /// What a `for` loop iterates, under the wrappers that pass its items on:
     /// `enumerate(loader)`, `tqdm(loader, desc=...)`, `iter(loader)`.
     fn loader_facts(&self, iterable: Node<'a>) -> ValueFacts {
+        self.facts(self.unwrapped_iterable(iterable, true))
+    }
+
+    /// The iterable under the wrappers that pass its items on: `tqdm(loader, desc=...)`,
+    /// `iter(loader)`, and `enumerate(loader)` when `enumerate` counts (its items are pairs).
+    pub fn unwrapped_iterable(&self, iterable: Node<'a>, enumerate: bool) -> Node<'a> {
         let mut node = iterable;
         for _ in 0..4 {
             let Some(callee) = node
@@ -1086,11 +1144,10 @@ impl<'a> Analysis<'a> {
                 break;
             };
             let last = callee.child_by_field_id(FIELDS.attribute).unwrap_or(callee);
-            if !matches!(
-                self.text(last),
-                "enumerate" | "tqdm" | "iter" | "trange" | "track"
-            ) {
-                break;
+            match self.text(last) {
+                "tqdm" | "iter" | "trange" | "track" => {}
+                "enumerate" if enumerate => {}
+                _ => break,
             }
             match node
                 .child_by_field_id(FIELDS.arguments)
@@ -1100,7 +1157,7 @@ impl<'a> Analysis<'a> {
                 _ => break,
             }
         }
-        self.facts(node)
+        node
     }
 
     /// The `index`th element of what a call returns, unpacked (`a, b = f(x)`): the matching
