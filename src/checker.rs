@@ -491,7 +491,8 @@ impl<'a> Checker<'a> {
                 return None;
             }
         }
-        let facts = self.enclosing_function()?.function?;
+        let frame = self.enclosing_function()?;
+        let facts = frame.function?;
         if let Some(call) = &facts.training_call_outside_loops {
             return Some(PerBatchEvidence {
                 range: facts.header.clone(),
@@ -502,7 +503,7 @@ impl<'a> Checker<'a> {
                 ),
             });
         }
-        if self.analysis.frameworks.is_per_batch_hook(&facts.name) {
+        if self.analysis.is_per_batch_hook(frame.node) {
             return Some(PerBatchEvidence {
                 range: facts.header.clone(),
                 reason: format!("`{}` runs once per batch", facts.name),

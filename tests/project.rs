@@ -422,6 +422,40 @@ fn the_config_names_the_per_batch_hooks_of_an_in_house_framework() {
     );
 }
 
+/// A meter of an in-house metrics package: `add` is its per-batch update, and only the table
+/// can say so; a method of that name elsewhere is not one.
+const IN_HOUSE_METER: &str = "\
+from acme.metrics import Meter
+
+
+class Recall(Meter):
+    def __init__(self):
+        self.hits = []
+
+    def add(self, preds, target):
+        self.hits.append(preds.argmax(1) == target)
+
+
+class Names:
+    def __init__(self):
+        self.names = []
+
+    def add(self, name, value):
+        self.names.append(value)
+";
+
+#[test]
+fn the_config_names_a_per_batch_hook_by_the_base_class_of_an_in_house_framework() {
+    let project = Project::new();
+    project.write("metrics.py", IN_HOUSE_METER);
+    assert_eq!(findings(&project, "TL104", &[]), Vec::<String>::new());
+    project.write(
+        "pyproject.toml",
+        "[tool.torchlint.frameworks]\nper-batch-hooks = [\"acme.metrics.Meter.add(*)\"]\n",
+    );
+    assert_eq!(findings(&project, "TL104", &[]), ["metrics.py:9:9: TL104"]);
+}
+
 #[test]
 fn a_bad_framework_entry_is_an_error_at_its_line() {
     let project = Project::new();

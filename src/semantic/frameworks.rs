@@ -32,9 +32,17 @@ pub struct Frameworks {
     /// Plain names, not patterns: the model's walk looks them up among the calls it recorded
     /// by name.
     backward_methods: Vec<String>,
-    /// Methods a framework calls once per batch, each with the names of its parameters that
-    /// receive the batch on the accelerator.
-    per_batch_hooks: Vec<(String, Vec<String>)>,
+    /// Methods a framework calls once per batch.
+    per_batch_hooks: Vec<PerBatchHook>,
+}
+
+/// A method a framework calls once per batch, with the names of its parameters that receive
+/// the batch on the accelerator (`*`: all of them).
+struct PerBatchHook {
+    /// The base class the method's class derives from; `None`: any class's method of the name.
+    class: Option<globset::GlobMatcher>,
+    method: String,
+    parameters: Vec<String>,
 }
 
 impl Frameworks {
@@ -62,11 +70,20 @@ impl Frameworks {
                 .per_batch_hooks
                 .iter()
                 .map(|entry| {
-                    let (name, parameters) = parse_hook(entry)?;
-                    Ok((
-                        name.to_owned(),
-                        parameters.into_iter().map(str::to_owned).collect(),
-                    ))
+                    let hook = parse_hook(entry)?;
+                    let class = hook
+                        .class
+                        .map(|class| {
+                            globset::Glob::new(class)
+                                .map(|glob| glob.compile_matcher())
+                                .map_err(|error| format!("`{entry}`: {error}"))
+                        })
+                        .transpose()?;
+                    Ok(PerBatchHook {
+                        class,
+                        method: hook.method.to_owned(),
+                        parameters: hook.parameters.into_iter().map(str::to_owned).collect(),
+                    })
                 })
                 .collect::<Result<_, String>>()?,
         })
@@ -154,18 +171,37 @@ impl Frameworks {
         &self.backward_methods
     }
 
-    /// Whether a framework calls a method of this name once per batch.
-    pub fn is_per_batch_hook(&self, method: &str) -> bool {
-        self.batch_parameters(method).is_some()
+    /// Whether some framework calls a method of this name once per batch: the cheap question
+    /// before [`Frameworks::batch_parameters`], which resolves the class's bases.
+    pub fn names_per_batch_hook(&self, method: &str) -> bool {
+        self.per_batch_hooks
+            .iter()
+            .any(|hook| hook.method == method)
+    }
+
+    /// Whether a framework calls a method of this name once per batch whatever its class
+    /// (Lightning's `training_step`).
+    pub fn is_per_batch_hook_of_any_class(&self, method: &str) -> bool {
+        self.per_batch_hooks
+            .iter()
+            .any(|hook| hook.class.is_none() && hook.method == method)
     }
 
     /// The parameters of a per-batch hook that receive the batch on the accelerator, as the
-    /// framework names them; `None` when the method is no per-batch hook.
-    pub fn batch_parameters(&self, method: &str) -> Option<&[String]> {
+    /// framework names them (`*`: all), and whether the hook is known by its class's base (a
+    /// class of the framework: its code runs where the framework puts it); `None` when a method
+    /// of this name, of a class with these bases (qualified), is no per-batch hook.
+    pub fn batch_parameters(&self, method: &str, bases: &[String]) -> Option<(&[String], bool)> {
         self.per_batch_hooks
             .iter()
-            .find(|(name, _)| name == method)
-            .map(|(_, parameters)| parameters.as_slice())
+            .find(|hook| {
+                hook.method == method
+                    && hook
+                        .class
+                        .as_ref()
+                        .is_none_or(|class| bases.iter().any(|base| class.is_match(base)))
+            })
+            .map(|hook| (hook.parameters.as_slice(), hook.class.is_some()))
     }
 
     /// Whether a call of this method name runs a backward.
@@ -238,6 +274,38 @@ mod tests {
         assert!(methods.iter().any(|m| m == "manual_backward"));
         assert!(methods.iter().all(|m| is_method_name(m)), "{methods:?}");
         assert!(!is_method_name("engine.backprop") && !is_method_name("back*"));
+    }
+
+    #[test]
+    fn a_per_batch_hook_named_with_its_base_applies_to_that_base_s_classes_only() {
+        let table = builtin();
+        let metric = ["torchmetrics.Metric".to_owned()];
+        let (parameters, of_framework_class) = table.batch_parameters("update", &metric).unwrap();
+        assert_eq!(
+            (parameters, of_framework_class),
+            (&["*".to_owned()][..], true)
+        );
+        assert!(table.batch_parameters("update", &[]).is_none());
+        assert!(
+            table
+                .batch_parameters("update", &["acme.Buffer".to_owned()])
+                .is_none()
+        );
+        assert!(table.names_per_batch_hook("update"));
+        assert!(!table.is_per_batch_hook_of_any_class("update"));
+        let (parameters, of_framework_class) =
+            table.batch_parameters("training_step", &[]).unwrap();
+        assert_eq!(
+            (parameters, of_framework_class),
+            (&["batch".to_owned()][..], false)
+        );
+        assert!(table.is_per_batch_hook_of_any_class("training_step"));
+        let bad = Table {
+            per_batch_hooks: vec!["acme.Meter.add(preds, 1x)".to_owned()],
+            ..Table::default()
+        };
+        let error = bad.check().unwrap_err();
+        assert!(error.contains("`1x` is not a name"), "{error}");
     }
 
     #[test]

@@ -376,7 +376,7 @@ pub fn loop_header<'a>(checker: &impl Position<'a>, loop_node: Node<'a>) -> Text
 /// loop: a framework per-batch hook (`training_step`) or a function that is itself a step.
 pub fn per_batch_function<'a>(checker: &impl Position<'a>) -> Option<(TextRange, String)> {
     let (function, facts) = checker.current_function()?;
-    if checker.analysis().frameworks.is_per_batch_hook(&facts.name) {
+    if checker.analysis().is_per_batch_hook(function) {
         return Some((
             facts.header.clone(),
             format!("`{}` runs once per batch", facts.name),
@@ -411,4 +411,46 @@ pub fn short<'a>(checker: &impl Position<'a>, node: Node<'_>) -> String {
 pub fn own_method_name<'a>(checker: &impl Position<'a>, class: usize, method: &str) -> String {
     let module = checker.analysis().module_path().unwrap_or("");
     format!("{module}.{}.{method}", checker.model().classes[class].name)
+}
+
+impl<'a> super::analysis::Analysis<'a> {
+    /// The parameters that receive the batch on the accelerator when `function` is a method a
+    /// framework calls once per batch, and whether it is known by a base of its class (see
+    /// `Frameworks::batch_parameters`): by its name, or by its name and a base of its class
+    /// (`update` of a `torchmetrics.Metric`). The bases are the class's own, as imported, and
+    /// those of the file's classes it derives from.
+    pub fn batch_hook_parameters(&self, function: Node<'a>) -> Option<(&'a [String], bool)> {
+        let facts = self.model.function_facts(function)?;
+        let frameworks = self.frameworks;
+        // The name first: resolving the bases costs more.
+        if !frameworks.names_per_batch_hook(&facts.name) {
+            return None;
+        }
+        let mut bases = Vec::new();
+        if let Some(class) = facts.class {
+            self.qualified_bases(class, &mut bases, 0);
+        }
+        frameworks.batch_parameters(&facts.name, &bases)
+    }
+
+    /// Whether `function` is a method a framework calls once per batch.
+    pub fn is_per_batch_hook(&self, function: Node<'a>) -> bool {
+        self.batch_hook_parameters(function).is_some()
+    }
+
+    fn qualified_bases(&self, class: usize, bases: &mut Vec<String>, depth: usize) {
+        if depth > 8 {
+            return;
+        }
+        for base in &self.model.classes[class].bases {
+            let name = self.text(*base);
+            if let Some(local) = self.model.classes.iter().position(|c| c.name == name) {
+                if local != class {
+                    self.qualified_bases(local, bases, depth + 1);
+                }
+            } else if let Some(qualified) = self.qualified_name(*base) {
+                bases.push(qualified);
+            }
+        }
+    }
 }

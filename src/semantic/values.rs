@@ -869,10 +869,11 @@ impl<'a> Analysis<'a> {
         }
         if let Some(facts) = facts
             && facts.class.is_some()
-            && self.receives_batch(function, &facts.name, name, index)
+            && let Some(of_framework_class) = self.receives_batch(function, name, index)
         {
-            // A framework moved the batch to the model's device before calling the hook.
-            let device = if self.targets_gpu() {
+            // A framework moved the batch to the model's device before calling the hook; a
+            // class of the framework's runs where the framework puts it.
+            let device = if of_framework_class || self.targets_gpu() {
                 Tri::Yes
             } else {
                 Tri::Unknown
@@ -930,7 +931,7 @@ impl<'a> Analysis<'a> {
         bindings.iter().any(|binding| match binding.site {
             Site::Parameter { function, index } => {
                 self.model.function_facts(function).is_some_and(|facts| {
-                    facts.class.is_some() && self.receives_batch(function, &facts.name, name, index)
+                    facts.class.is_some() && self.receives_batch(function, name, index).is_some()
                 })
             }
             _ => false,
@@ -938,23 +939,23 @@ impl<'a> Analysis<'a> {
     }
 
     /// Whether the `index`th parameter (`name`) of a method a framework calls once per batch
-    /// receives the batch or its outputs: named as in the framework's signature, or the first
-    /// after `self` of a hook with one such parameter, renamed (`training_step(self, b, i)`).
-    fn receives_batch(&self, function: Node<'a>, method: &str, name: &str, index: u32) -> bool {
-        let Some(listed) = self.frameworks.batch_parameters(method) else {
-            return false;
+    /// receives the batch or its outputs: named as in the framework's signature (any, for `*`),
+    /// or the first after `self` of a hook with one such parameter, renamed
+    /// (`training_step(self, b, i)`). `Some(true)`: the hook is known by its class's base.
+    fn receives_batch(&self, function: Node<'a>, name: &str, index: u32) -> Option<bool> {
+        let (listed, of_framework_class) = self.batch_hook_parameters(function)?;
+        let receives = if listed.iter().any(|p| p == name || (p == "*" && index > 0)) {
+            true
+        } else if let [only] = listed {
+            index == 1
+                && !self
+                    .parameter_names(function)
+                    .iter()
+                    .any(|(_, parameter)| parameter == only)
+        } else {
+            false
         };
-        if listed.iter().any(|p| p == name) {
-            return true;
-        }
-        let [only] = listed else {
-            return false;
-        };
-        index == 1
-            && !self
-                .parameter_names(function)
-                .iter()
-                .any(|(_, parameter)| parameter == only)
+        receives.then_some(of_framework_class)
     }
 
     /// A row of a tensor a loop iterates (`for row in out`, `for name, row in zip(names, out)`,

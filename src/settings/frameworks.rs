@@ -122,12 +122,26 @@ pub fn is_method_name(name: &str) -> bool {
         && name.chars().all(|c| c == '_' || c.is_alphanumeric())
 }
 
-/// An entry of `per-batch-hooks`: the method's name and the parameters, named in parentheses
-/// as the framework's signature names them, that receive the batch on the accelerator
-/// (`training_step(batch)`, `on_train_batch_end(outputs, batch)`); none for a bare name.
-pub fn parse_hook(entry: &str) -> Result<(&str, Vec<&str>), String> {
-    let (name, parameters) = match entry.split_once('(') {
-        Some((name, rest)) => {
+/// An entry of `per-batch-hooks`, read: `training_step(batch)`, or `torchmetrics.Metric.update(*)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hook<'e> {
+    /// The base class pattern the method's class must derive from (`torchmetrics.Metric`);
+    /// `None` for a bare method name, a hook of whatever class defines it.
+    pub class: Option<&'e str>,
+    pub method: &'e str,
+    /// The parameters, as the framework's signature names them, that receive the batch (or its
+    /// outputs) on the accelerator; `*` stands for every parameter.
+    pub parameters: Vec<&'e str>,
+}
+
+/// An entry of `per-batch-hooks`: the method's name, after the base class pattern its class
+/// derives from when the name alone says too little (`torchmetrics.Metric.update`), and the
+/// parameters, named in parentheses as the framework's signature names them, that receive the
+/// batch on the accelerator (`training_step(batch)`, `on_train_batch_end(outputs, batch)`,
+/// `*` for all); none for a bare name.
+pub fn parse_hook(entry: &str) -> Result<Hook<'_>, String> {
+    let (path, parameters) = match entry.split_once('(') {
+        Some((path, rest)) => {
             let inside = rest.strip_suffix(')').ok_or_else(|| {
                 format!("`{entry}`: a hook is `name` or `name(batch, ...)`, closed by `)`")
             })?;
@@ -136,19 +150,30 @@ pub fn parse_hook(entry: &str) -> Result<(&str, Vec<&str>), String> {
                 .map(str::trim)
                 .filter(|p| !p.is_empty())
                 .collect();
-            (name.trim(), parameters)
+            (path.trim(), parameters)
         }
         None => (entry.trim(), Vec::new()),
     };
-    if let Some(bad) = std::iter::once(name)
-        .chain(parameters.iter().copied())
+    let (class, method) = match path.rsplit_once('.') {
+        Some((class, method)) => {
+            Glob::new(class).map_err(|error| format!("`{entry}`: {error}"))?;
+            (Some(class), method)
+        }
+        None => (None, path),
+    };
+    if let Some(bad) = std::iter::once(method)
+        .chain(parameters.iter().copied().filter(|p| *p != "*"))
         .find(|part| !is_method_name(part))
     {
         return Err(format!(
-            "`{entry}`: `{bad}` is not a name; a hook is `name` or `name(batch, ...)`"
+            "`{entry}`: `{bad}` is not a name; a hook is `name`, `name(batch, ...)` or `package.Base.name(*)`"
         ));
     }
-    Ok((name, parameters))
+    Ok(Hook {
+        class,
+        method,
+        parameters,
+    })
 }
 
 /// The method names `Class.method` patterns allow, as patterns of their own: the last dotted

@@ -191,7 +191,10 @@ fn forward_helper<'a>(
         return None;
     }
     if crate::semantic::values::is_non_forward_method(name.trim_start_matches('_'))
-        || checker.analysis.frameworks.is_per_batch_hook(name)
+        || checker
+            .analysis
+            .frameworks
+            .is_per_batch_hook_of_any_class(name)
     {
         return None;
     }
