@@ -76,6 +76,30 @@ fn a_same_named_function_of_another_module_is_not_a_caller() {
 }
 
 #[test]
+fn a_method_calling_a_same_named_method_of_another_object_does_not_decide_itself() {
+    // `Suite.evaluate` calls `self.scorer.evaluate(...)`: a call of its own name, which says
+    // nothing about how `Suite.evaluate` is entered (nobody calls it: with grad).
+    let project = Project::new();
+    project.write(
+        "scorer.py",
+        "import torch\n\nclass Scorer:\n    def evaluate(self, model, loader):\n        model.eval()\n        return [model(x.cuda()).argmax(1).tolist() for x in loader]\n",
+    );
+    let suite = |body: &str| {
+        format!("import torch\n\nclass Suite:\n    def evaluate(self, model, loader):\n{body}")
+    };
+    project.write(
+        "suite.py",
+        suite("        return self.scorer.evaluate(model, loader)\n"),
+    );
+    assert_eq!(tl101(&project, &[]), ["scorer.py:6:17: TL101"]);
+    project.write(
+        "suite.py",
+        suite("        with torch.no_grad():\n            return self.scorer.evaluate(model, loader)\n"),
+    );
+    assert_eq!(tl101(&project, &[]), Vec::<String>::new());
+}
+
+#[test]
 fn evaluation_hooks_of_a_framework_base_class_from_another_file() {
     // `validation_step` on a class whose base lives in another file: with no caller in the
     // project, the framework calls it (without grad).

@@ -216,6 +216,10 @@ fn sites_of(found: &HashMap<String, Vec<(Target, SiteMode)>>, key: &FunctionKey)
         .into_iter()
         .flatten()
         .filter(|(target, _)| target.calls(key))
+        // A call from the function itself (recursion, or a method of the same name on another
+        // object, `self.head.training_step(...)` in `training_step`) does not tell how the
+        // function is entered; counting it would decide the function by itself.
+        .filter(|(_, mode)| !matches!(mode, SiteMode::Caller(caller) if caller == key))
         .map(|(_, mode)| mode.clone())
         .collect()
 }
