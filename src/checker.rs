@@ -147,8 +147,6 @@ pub fn check<'a>(
     };
     let mut diagnostics = Vec::new();
     let mut failed: Vec<InternalError> = Vec::new();
-    // By entry index: the rules that panicked in this file.
-    let mut disabled: Vec<bool> = Vec::new();
     let mut cursor = QueryCursor::new();
     cursor.set_max_start_depth(Some(0));
 
@@ -159,8 +157,13 @@ pub fn check<'a>(
             continue;
         }
         checker.enter(node, kind, step.opens_scope);
-        for (index, entry) in dispatch.for_kind(kind) {
-            if disabled.get(index).copied().unwrap_or(false) {
+        for (_, entry) in dispatch.for_kind(kind) {
+            // A rule that panicked is skipped for the rest of the file, every clause of it.
+            if !failed.is_empty()
+                && failed
+                    .iter()
+                    .any(|error| Arc::ptr_eq(&error.rule, entry.rule()))
+            {
                 continue;
             }
             IN_RULE.with(|flag| flag.set(true));
@@ -169,10 +172,6 @@ pub fn check<'a>(
             }));
             IN_RULE.with(|flag| flag.set(false));
             if let Err(panic) = outcome {
-                if disabled.len() <= index {
-                    disabled.resize(index + 1, false);
-                }
-                disabled[index] = true;
                 failed.push(InternalError {
                     rule: Arc::clone(entry.rule()),
                     message: panic_message(&panic),
