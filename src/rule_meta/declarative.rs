@@ -42,11 +42,13 @@ pub enum Predicate {
         capture: u32,
         argument: ArgumentRef,
     },
-    /// The captured call has the argument, optionally with this literal value.
+    /// The captured call has the argument, optionally with this literal value, or with a value
+    /// that may be `None` (a literal, a parameter defaulting to it, a branch of a conditional).
     HasArgument {
         capture: u32,
         argument: ArgumentRef,
         equals: Option<String>,
+        may_be_none: bool,
     },
     Inside(Context),
     NotInside(Context),
@@ -152,6 +154,7 @@ struct RawPredicate {
     keyword: Option<String>,
     position: Option<usize>,
     equals: Option<String>,
+    may_be_none: Option<bool>,
     inside: Option<String>,
     not_inside: Option<String>,
     grad: Option<String>,
@@ -418,6 +421,9 @@ fn predicate_from_raw(
             position: raw.position,
         })
     };
+    if raw.may_be_none.is_some() && raw.has_argument.is_none() {
+        return Err(unexpected("may-be-none"));
+    }
     if let Some(name) = &raw.lacks_argument {
         if raw.equals.is_some() {
             return Err(unexpected("equals"));
@@ -428,10 +434,14 @@ fn predicate_from_raw(
         });
     }
     if let Some(name) = &raw.has_argument {
+        if raw.equals.is_some() && raw.may_be_none.is_some() {
+            return Err(unexpected("equals with may-be-none"));
+        }
         return Ok(Predicate::HasArgument {
             capture: capture(name, offset)?,
             argument: argument()?,
             equals: raw.equals.clone(),
+            may_be_none: raw.may_be_none.unwrap_or(false),
         });
     }
     if argument_keys_used || raw.equals.is_some() {

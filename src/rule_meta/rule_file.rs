@@ -515,4 +515,26 @@ print(1)  # expect: ACME001
         let error = parse_rule_file(user("packs/acme/no-print.md"), &bad).unwrap_err();
         assert_eq!(error.line, Some(14), "{error}");
     }
+
+    #[test]
+    fn may_be_none_belongs_with_has_argument_alone() {
+        let pattern = "(call function: (identifier) @f arguments: (argument_list) @args) @report";
+        let rule = |require: &str| {
+            GOOD.replace("(call function: (identifier) @f) @report", pattern)
+                .replace(
+                    "require = [{ resolves = \"f\", to = [\"print\"] }]",
+                    require,
+                )
+        };
+        let good =
+            rule("require = [{ has-argument = \"args\", keyword = \"file\", may-be-none = true }]");
+        parse_rule_file(user("packs/acme/no-print.md"), &good).unwrap();
+        for bad in [
+            "require = [{ lacks-argument = \"args\", keyword = \"file\", may-be-none = true }]",
+            "require = [{ has-argument = \"args\", keyword = \"file\", equals = \"None\", may-be-none = true }]",
+        ] {
+            let error = parse_rule_file(user("packs/acme/no-print.md"), &rule(bad)).unwrap_err();
+            assert!(error.message.contains("may-be-none"), "{error}");
+        }
+    }
 }

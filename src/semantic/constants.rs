@@ -26,6 +26,40 @@ impl<'a> Analysis<'a> {
         self.constant_at_depth(node, 0)
     }
 
+    /// Whether a value may be `None` where it is used: `None`, a local name assigned one, or a
+    /// conditional with a branch that may be (`None if torch.cuda.is_available() else "cpu"`).
+    /// A parameter is the caller's choice, not counted: a library that passes its caller's
+    /// `map_location` on decides nothing itself.
+    pub fn may_be_none(&self, node: Node<'a>) -> bool {
+        self.may_be_none_at_depth(node, 0)
+    }
+
+    fn may_be_none_at_depth(&self, node: Node<'a>, depth: usize) -> bool {
+        if depth > MAX_DEPTH {
+            return false;
+        }
+        let kind = node.kind_id();
+        if kind == KINDS.none {
+            return true;
+        }
+        if kind == KINDS.parenthesized_expression {
+            return node
+                .named_child(0)
+                .is_some_and(|inner| self.may_be_none_at_depth(inner, depth + 1));
+        }
+        if kind == KINDS.conditional_expression {
+            // `a if condition else b`: the branches are the first and the last child.
+            return [node.named_child(0), node.named_child(2)]
+                .into_iter()
+                .flatten()
+                .any(|branch| self.may_be_none_at_depth(branch, depth + 1));
+        }
+        kind == KINDS.identifier
+            && self
+                .bound_value(node)
+                .is_some_and(|value| self.may_be_none_at_depth(value, depth + 1))
+    }
+
     fn constant_at_depth(&self, node: Node<'a>, depth: usize) -> Constant {
         if depth > MAX_DEPTH {
             return Constant::Unknown;

@@ -50,12 +50,12 @@ pub fn run_clause<'a>(
     }
 }
 
-fn evaluate(
+fn evaluate<'a>(
     rule: &Arc<RuleMeta>,
     clause: &MatchClause,
-    root: Node<'_>,
-    found: &QueryMatch<'_, '_>,
-    checker: &Checker<'_>,
+    root: Node<'a>,
+    found: &QueryMatch<'_, 'a>,
+    checker: &Checker<'a>,
 ) -> Option<Diagnostic> {
     let capture = |index: u32| found.nodes_for_capture_index(index).next();
     let report = clause.report.and_then(capture).unwrap_or(root);
@@ -84,6 +84,7 @@ fn evaluate(
                 capture: index,
                 argument,
                 equals,
+                may_be_none,
             } => capture(*index).is_some_and(|node| {
                 match find_argument(
                     node,
@@ -91,9 +92,12 @@ fn evaluate(
                     argument.keyword.as_deref(),
                     argument.position,
                 ) {
-                    ArgumentLookup::Found(value) => equals
-                        .as_ref()
-                        .is_none_or(|wanted| checker.node_text(value).trim() == wanted),
+                    ArgumentLookup::Found(value) => {
+                        equals
+                            .as_ref()
+                            .is_none_or(|wanted| checker.node_text(value).trim() == wanted)
+                            && (!may_be_none || checker.analysis.may_be_none(value))
+                    }
                     _ => false,
                 }
             }),
