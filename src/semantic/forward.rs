@@ -100,16 +100,59 @@ impl<'a> Analysis<'a> {
     /// branch), one whose `forward` disables grad is taken to be the one called: the wrapper
     /// exists to be called that way.
     pub fn forward_disables_grad(&self, callee: Node<'a>) -> bool {
-        self.instance_classes(callee)
-            .into_iter()
-            .any(|class| match class {
-                ClassRef::Local(class) => self
-                    .local_method(class, "forward")
-                    .is_some_and(|forward| self.grad().disabled_by_decorator(forward)),
-                ClassRef::Imported(class) => self
-                    .ask(Ask::GradDisabled(format!("{class}.forward")))
-                    .is_some(),
+        let classes = self.instance_classes(callee);
+        if !classes.is_empty() {
+            return self.method_disables_grad(&classes, "forward");
+        }
+        // `model.predict(x)`: the method called, on the receiver's class, or, when the file
+        // cannot tell the class (a parameter), on every model class of the file defining it.
+        let Some((receiver, method)) = callee
+            .child_by_field_id(FIELDS.object)
+            .zip(callee.child_by_field_id(FIELDS.attribute))
+            .filter(|_| callee.kind_id() == KINDS.attribute)
+        else {
+            return false;
+        };
+        let method = self.text(method);
+        let receivers = self.instance_classes(receiver);
+        if receivers.is_empty() {
+            self.members_disable_grad(method)
+        } else {
+            self.method_disables_grad(&receivers, method)
+        }
+    }
+
+    /// Whether `method` of one of these classes runs under a grad-disabling decorator.
+    fn method_disables_grad(&self, classes: &[ClassRef], method: &str) -> bool {
+        classes.iter().any(|class| match class {
+            ClassRef::Local(class) => self
+                .local_method(*class, method)
+                .is_some_and(|function| self.grad().disabled_by_decorator(function)),
+            ClassRef::Imported(class) => self
+                .ask(Ask::GradDisabled(format!("{class}.{method}")))
+                .is_some(),
+        })
+    }
+
+    /// Whether the model classes of the file that define a method of this name all run it
+    /// under a grad-disabling decorator (`@torch.no_grad() def predict(...)`), and some do.
+    fn members_disable_grad(&self, method: &str) -> bool {
+        let mut methods = self
+            .model
+            .classes
+            .iter()
+            .enumerate()
+            .filter(|(index, _)| self.modules().is_module_class(*index))
+            .filter_map(|(_, class)| {
+                class
+                    .methods
+                    .iter()
+                    .find(|(name, _)| *name == method)
+                    .map(|(_, node)| *node)
             })
+            .peekable();
+        methods.peek().is_some()
+            && methods.all(|function| self.grad().disabled_by_decorator(function))
     }
 
     /// A member of the file's model classes by name: a submodule, or a method that runs a

@@ -224,27 +224,78 @@ impl GradInfo {
 }
 
 /// The call sites of a function in this file: `f(...)` for plain functions, `x.f(...)` for
-/// methods (by name: which object a method is called on is not tracked).
+/// methods (by name: which object a method is called on is not tracked), and for a plain
+/// function the calls of its aliases (`fast = torch.compile(f)`, `step = partial(f, model)`).
 pub(super) fn call_sites<'a, 'b>(
     analysis: &'b Analysis<'a>,
     function: Node<'b>,
 ) -> impl Iterator<Item = Node<'a>> + 'b {
     let facts = analysis.model.function_facts(function);
     let is_method = facts.is_some_and(|facts| facts.class.is_some());
+    let aliases = facts
+        .filter(|_| !is_method)
+        .map(|facts| aliases(analysis, &facts.name))
+        .unwrap_or_default();
+    let alias_calls = aliases
+        .into_iter()
+        .filter_map(|alias| analysis.model.calls_by_name.get(alias))
+        .flatten()
+        .filter(|call| {
+            analysis
+                .model
+                .callee(**call)
+                .is_some_and(|callee| callee.kind_id() == KINDS.identifier)
+        });
     facts
         .and_then(|facts| analysis.model.calls_by_name.get(facts.name.as_str()))
         .into_iter()
         .flatten()
         .filter(move |call| {
-            // A recursive call does not tell how the function is entered.
-            if function.byte_range().contains(&call.start_byte()) {
-                return false;
-            }
             let callee = analysis.model.callee(**call);
             let attribute_call = callee.is_some_and(|c| c.kind_id() == KINDS.attribute);
             attribute_call == is_method
         })
+        .chain(alias_calls)
+        // A recursive call does not tell how the function is entered.
+        .filter(move |call| !function.byte_range().contains(&call.start_byte()))
         .copied()
+}
+
+/// Functions that return their argument wrapped, called the same way and in the caller's
+/// grad mode.
+const FUNCTION_WRAPPERS: &[&str] = &["torch.compile", "torch.jit.script", "functools.partial"];
+
+/// The names a plain function is also called by: `fast = torch.compile(f)`,
+/// `step = functools.partial(f, model)`.
+fn aliases<'a>(analysis: &Analysis<'a>, name: &str) -> Vec<&'a str> {
+    let mut found = Vec::new();
+    for wrapper in FUNCTION_WRAPPERS {
+        let last = wrapper.rsplit('.').next().unwrap_or(wrapper);
+        for call in analysis.model.calls_by_name.get(last).into_iter().flatten() {
+            let wraps_it = call
+                .child_by_field_id(FIELDS.arguments)
+                .and_then(|arguments| arguments.named_child(0))
+                .is_some_and(|first| {
+                    first.kind_id() == KINDS.identifier && analysis.text(first) == name
+                });
+            if !wraps_it
+                || analysis
+                    .model
+                    .callee(*call)
+                    .and_then(|callee| analysis.qualified_name(callee))
+                    .is_none_or(|qualified| qualified != *wrapper)
+            {
+                continue;
+            }
+            if let Some(assignment) = call.parent().filter(|p| p.kind_id() == KINDS.assignment)
+                && let Some(target) = assignment.child_by_field_id(FIELDS.left)
+                && target.kind_id() == KINDS.identifier
+            {
+                found.push(analysis.text(target));
+            }
+        }
+    }
+    found
 }
 
 fn framework_no_grad_hook(analysis: &Analysis<'_>, function: Node<'_>) -> bool {
