@@ -127,10 +127,9 @@ impl MissingDetach {
 fn candidate<'a>(checker: &Checker<'a>, node: Node<'a>) -> bool {
     let kind = node.kind_id();
     if kind == KINDS.call {
-        return matches!(
-            checker.call_name(node),
-            Some("append" | "extend" | "insert")
-        );
+        return checker.call_name(node).is_some_and(|name| {
+            matches!(name, "append" | "extend" | "insert") || IN_PLACE_UPDATES.contains(&name)
+        });
     }
     // From the text of the first line: tree-sitter field lookups at every assignment cost
     // more than the checks below, and this runs at every assignment of the file.
@@ -220,6 +219,8 @@ fn check_forward_state<'a>(
             .into_iter()
             .find(|t| stored_on_self(checker, *t))
             .map(|target| (target, right))
+    } else if let Some((target, value)) = in_place_update(checker, node) {
+        stored_on_self(checker, target).then_some((target, value))
     } else {
         accumulation(checker, node)
             .filter(|a| {
@@ -234,14 +235,19 @@ fn check_forward_state<'a>(
     if checker.analysis.facts(value).graph != Tri::Yes {
         return;
     }
-    let fed_back = value.kind_id() == KINDS.call
-        && checker.arguments(value).is_some_and(|arguments| {
-            (0..arguments.named_child_count()).any(|i| {
-                arguments.named_child(i as u32).is_some_and(|argument| {
-                    argument_feeds(checker.node_text(argument), checker.node_text(target))
+    // `self.running_mean.mul_(m).add_(x)`: the state's new value is computed from its old one,
+    // so each call's graph hangs off the previous call's.
+    let updates_itself =
+        node.kind_id() == KINDS.call && checker.call_name(node).is_some_and(|name| name != "copy_");
+    let fed_back = updates_itself
+        || value.kind_id() == KINDS.call
+            && checker.arguments(value).is_some_and(|arguments| {
+                (0..arguments.named_child_count()).any(|i| {
+                    arguments.named_child(i as u32).is_some_and(|argument| {
+                        argument_feeds(checker.node_text(argument), checker.node_text(target))
+                    })
                 })
-            })
-        });
+            });
     let held = if fed_back {
         "goes back into the next call: every call's graph links to the previous one and memory grows with each call"
     } else {
@@ -253,6 +259,53 @@ fn check_forward_state<'a>(
         .replace("{target}", &short(checker, target))
         .replace("{held}", held);
     out.push(Diagnostic::new(rule, message, node.byte_range()));
+}
+
+/// In-place updates of a tensor: what they write records into its graph.
+const IN_PLACE_UPDATES: &[&str] = &[
+    "copy_", "add_", "sub_", "mul_", "div_", "lerp_", "addcmul_", "addcdiv_",
+];
+
+/// `self.running_mean.mul_(m).add_(batch_mean * (1 - m))`, `self.last.copy_(x)`: the tensor
+/// updated in place (under a chain of in-place calls) and the argument written into it that
+/// carries a graph, or the first. Asked of the outermost call of a chain only.
+fn in_place_update<'a>(checker: &Checker<'a>, call: Node<'a>) -> Option<(Node<'a>, Node<'a>)> {
+    let is_update = |call: Node<'a>| {
+        call.kind_id() == KINDS.call
+            && checker
+                .call_name(call)
+                .is_some_and(|name| IN_PLACE_UPDATES.contains(&name))
+    };
+    if !is_update(call)
+        || call
+            .parent()
+            .and_then(|attribute| attribute.parent())
+            .is_some_and(is_update)
+    {
+        return None;
+    }
+    let mut arguments = Vec::new();
+    let mut link = call;
+    while is_update(link) {
+        let list = checker.arguments(link)?;
+        arguments.extend((0..list.named_child_count()).filter_map(|i| list.named_child(i as u32)));
+        link = checker
+            .callee(link)
+            .and_then(|callee| checker.field(callee, FIELDS.object))?;
+    }
+    // Through `.data` autograd records nothing (`self.embed.data.copy_(new)`).
+    if checker
+        .field(link, FIELDS.attribute)
+        .is_some_and(|attribute| checker.node_text(attribute) == "data")
+    {
+        return None;
+    }
+    let value = arguments
+        .iter()
+        .copied()
+        .find(|argument| checker.analysis.facts(*argument).graph == Tri::Yes)
+        .or(arguments.first().copied())?;
+    Some((link, value))
 }
 
 /// `out, h = model(x, h)` where `h` goes back into the next call without `.detach()`: each
