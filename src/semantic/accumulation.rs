@@ -12,6 +12,7 @@ use super::per_batch::first_line;
 use super::position::Position;
 use crate::parse::{FIELDS, KINDS};
 use crate::semantic::scope::Site;
+use crate::semantic::values::Kind;
 
 pub use crate::semantic::forward::Forward;
 
@@ -102,41 +103,29 @@ fn find_accumulation<'a>(
         let left = checker.field(node, FIELDS.left)?;
         let right = checker.field(node, FIELDS.right)?;
         if left.kind_id() == KINDS.subscript {
-            // `all["query"] = torch.cat((all["query"], emb))`: grows the slot every time (also
-            // as the first branch of `... if isinstance(emb, Tensor) else None`).
-            let grown = if right.kind_id() == KINDS.conditional_expression {
-                right.named_child(0).unwrap_or(right)
-            } else {
-                right
-            };
-            if grown.kind_id() == KINDS.call
-                && let Some(mut found) = concatenation(checker, left, grown)
-            {
-                let mut base = left;
-                while base.kind_id() == KINDS.subscript {
-                    base = checker.field(base, FIELDS.value)?;
-                }
-                found.container = base;
-                return Some(found);
-            }
-            // `stats["loss"] = loss` overwrites one slot on every iteration: only a key that
-            // changes (`history[step] = loss`) keeps more than the last value.
-            if checker
-                .field(left, FIELDS.index)
-                .is_some_and(|key| is_constant_key(key.kind_id()))
-            {
-                return None;
-            }
-            // `outputs[split][name] = out` stores into `outputs`.
-            let mut container = checker.field(left, FIELDS.value)?;
-            while container.kind_id() == KINDS.subscript {
-                container = checker.field(container, FIELDS.value)?;
-            }
-            return Some(Accumulation {
-                container,
-                value: right,
-                how: How::Store,
-            });
+            return store_into_slot(checker, left, right);
+        }
+        // `losses[i], accs[i] = loss, acc.item()`: a store per pair; the first that may be of
+        // a tensor (not of a number), else the first.
+        if (left.kind_id() == KINDS.pattern_list || left.kind_id() == KINDS.tuple_pattern)
+            && (right.kind_id() == KINDS.expression_list || right.kind_id() == KINDS.tuple)
+            && left.named_child_count() == right.named_child_count()
+        {
+            let stores: Vec<Accumulation<'a>> = (0..left.named_child_count() as u32)
+                .filter_map(|i| Some((left.named_child(i)?, right.named_child(i)?)))
+                .filter(|(target, _)| target.kind_id() == KINDS.subscript)
+                .filter_map(|(target, value)| store_into_slot(checker, target, value))
+                .collect();
+            return stores
+                .iter()
+                .find(|store| {
+                    !matches!(
+                        checker.analysis().facts(store.value).kind,
+                        Kind::Scalar | Kind::Numpy | Kind::None
+                    )
+                })
+                .or(stores.first())
+                .copied();
         }
         if left.kind_id() != KINDS.identifier && left.kind_id() != KINDS.attribute {
             return None;
@@ -408,4 +397,48 @@ pub fn concatenated_items<'a>(
     let mut cursor = items.walk();
     let items = items.named_children(&mut cursor).collect();
     Some(items)
+}
+
+/// `history[step] = loss`, `outputs[split][name] = out`, `all["q"] = torch.cat((all["q"], e))`:
+/// a store into a slot of a container that keeps more than the last value.
+fn store_into_slot<'a>(
+    checker: &impl Position<'a>,
+    left: Node<'a>,
+    right: Node<'a>,
+) -> Option<Accumulation<'a>> {
+    // `all["query"] = torch.cat((all["query"], emb))`: grows the slot every time (also
+    // as the first branch of `... if isinstance(emb, Tensor) else None`).
+    let grown = if right.kind_id() == KINDS.conditional_expression {
+        right.named_child(0).unwrap_or(right)
+    } else {
+        right
+    };
+    if grown.kind_id() == KINDS.call
+        && let Some(mut found) = concatenation(checker, left, grown)
+    {
+        let mut base = left;
+        while base.kind_id() == KINDS.subscript {
+            base = checker.field(base, FIELDS.value)?;
+        }
+        found.container = base;
+        return Some(found);
+    }
+    // `stats["loss"] = loss` overwrites one slot on every iteration: only a key that
+    // changes (`history[step] = loss`) keeps more than the last value.
+    if checker
+        .field(left, FIELDS.index)
+        .is_some_and(|key| is_constant_key(key.kind_id()))
+    {
+        return None;
+    }
+    // `outputs[split][name] = out` stores into `outputs`.
+    let mut container = checker.field(left, FIELDS.value)?;
+    while container.kind_id() == KINDS.subscript {
+        container = checker.field(container, FIELDS.value)?;
+    }
+    Some(Accumulation {
+        container,
+        value: right,
+        how: How::Store,
+    })
 }
