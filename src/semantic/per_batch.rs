@@ -402,6 +402,43 @@ pub fn per_batch_function<'a>(checker: &impl Position<'a>) -> Option<(TextRange,
     None
 }
 
+/// A model method named for producing outputs step by step: `generate`, `generate_*`,
+/// `sample`.
+pub fn names_generation(name: &str) -> bool {
+    name.starts_with("generate") || name == "sample"
+}
+
+/// `for _ in range(steps): x, h = self(x, h)` in a model's own `generate()` or `sample()`: a
+/// decoding loop users run to produce outputs, not part of a training forward. Only a method
+/// the model's `forward` does not call itself (a VAE's `sample(mu, logvar)` runs in training),
+/// and by those names alone: `sample_latent()` and the like are steps a library's own
+/// generation loop calls, under its `no_grad`.
+pub fn in_generation_loop<'a>(checker: &impl Position<'a>, node: Node<'a>) -> bool {
+    let Some((method, facts)) = checker.current_function() else {
+        return false;
+    };
+    let name = facts.name.as_str();
+    if !names_generation(name) || checker.enclosing_loops().is_empty() {
+        return false;
+    }
+    let Some(class) = checker.analysis().class_of(node) else {
+        return false;
+    };
+    let Some(forward) = checker.analysis().local_method(class, "forward") else {
+        return true;
+    };
+    !checker
+        .model()
+        .calls_by_name
+        .get(name)
+        .into_iter()
+        .flatten()
+        .any(|site| {
+            forward.byte_range().contains(&site.start_byte())
+                && !method.byte_range().contains(&site.start_byte())
+        })
+}
+
 /// The text of a node, shortened to its first line.
 pub fn short<'a>(checker: &impl Position<'a>, node: Node<'_>) -> String {
     crate::source::snippet(text(node, checker.text()), 50)

@@ -358,15 +358,17 @@ fn eval_named<'a>(checker: &Checker<'a>, call: Node<'a>) -> bool {
             || name == "score"
             || name.starts_with("score_")
     });
-    if !hook && !eval_word {
+    let generates = crate::semantic::per_batch::names_generation(name);
+    if !hook && !eval_word && !generates {
         return false;
     }
     if super::in_module_method(checker, call) {
-        return hook
+        return (hook
             && checker
                 .analysis
                 .class_of(call)
-                .is_some_and(|class| modules::bases_are_plain_modules(&checker.analysis, class));
+                .is_some_and(|class| modules::bases_are_plain_modules(&checker.analysis, class)))
+            || (generates && crate::semantic::per_batch::in_generation_loop(checker, call));
     }
     eval_word
 }

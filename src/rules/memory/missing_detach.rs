@@ -97,7 +97,11 @@ impl MissingDetach {
         // the costlier fact).
         let forward = in_module_forward(checker);
         // A model's own code passes activations from layer to layer within one forward.
-        if !forward && super::in_module_method(checker, node) {
+        // (Its decoding loops, `generate()`, feed each step's state into the next.)
+        if !forward
+            && super::in_module_method(checker, node)
+            && !super::in_generation_loop(checker, node)
+        {
             return;
         }
         // In forward only state stored on `self` is looked for, and the text tells whether the
