@@ -778,7 +778,7 @@ impl<'a> Analysis<'a> {
     }
 
     /// Whether a plain name's reaching binding is a parameter of its function.
-    fn is_parameter(&self, node: Node<'a>) -> bool {
+    pub fn is_parameter(&self, node: Node<'a>) -> bool {
         self.model
             .scopes
             .lookup(self.scope_at(node), self.text(node), node.start_byte())

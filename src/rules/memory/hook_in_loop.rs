@@ -79,13 +79,13 @@ impl Check for HookInLoop {
                     .or_else(|| registered_as_hook(checker))
                 {
                     Some((range, why)) => Some((range, why)),
-                    None => return,
+                    None => return check_per_instance(rule, call, checker, out),
                 }
             }
             // A loop over the module's children, in a function that is itself a hook.
             None => match registered_as_hook(checker) {
                 Some(label) => Some(label),
-                None => return,
+                None => return check_per_instance(rule, call, checker, out),
             },
         };
         if handle_is_managed(checker, call) {
@@ -98,6 +98,131 @@ impl Check for HookInLoop {
         }
         out.push(diagnostic);
     }
+}
+
+/// `model.register_forward_hook(self._keep)` in a method of a helper class (no module) that
+/// nothing in the class removes: each instance adds hooks to a model it does not own, for good,
+/// and a user who builds one helper per image or batch piles them up. A class with a removal
+/// path (any `.remove()`, `__exit__`, `__del__`) is left to its users.
+fn check_per_instance<'a>(
+    rule: &Arc<RuleMeta>,
+    call: Node<'a>,
+    checker: &Checker<'a>,
+    out: &mut Vec<Diagnostic>,
+) {
+    let Some((_, facts)) = checker.current_function() else {
+        return;
+    };
+    let Some(class) = facts.class else {
+        return;
+    };
+    let analysis = &checker.analysis;
+    if analysis.modules().is_module_class(class) {
+        // A module hooking its own layers: the hooks live and die with it.
+        return;
+    }
+    let info = &checker.model.classes[class];
+    let removes = info
+        .methods
+        .iter()
+        .any(|(name, _)| matches!(*name, "__exit__" | "__del__" | "remove"))
+        || memchr::memmem::find(checker.node_text(info.node).as_bytes(), b".remove(").is_some();
+    if removes || !on_a_model_passed_in(checker, call) {
+        return;
+    }
+    let method = checker.call_name(call).unwrap_or("register_forward_hook");
+    let message = format!(
+        "`{method}` adds a hook to a model that `{}` does not own, and nothing in the class removes it: every instance adds one for good, all of them run on each call, and what they store stays alive",
+        info.name
+    );
+    out.push(
+        Diagnostic::new(rule, message, call.byte_range()).with_label(
+            facts.header.clone(),
+            format!("each `{}(...)` runs this", info.name),
+        ),
+    );
+}
+
+/// Whether a hook is registered on a model the instance was given (a parameter of the method,
+/// or an attribute holding a model), or on one of its layers, also through a loop over them.
+fn on_a_model_passed_in<'a>(checker: &Checker<'a>, call: Node<'a>) -> bool {
+    let Some(receiver) = checker
+        .callee(call)
+        .and_then(|callee| checker.field(callee, FIELDS.object))
+    else {
+        return false;
+    };
+    let root = chain_root(checker, receiver);
+    if root.kind_id() == KINDS.identifier {
+        // `for m in model.modules(): m.register_...`: the model the loop walks.
+        let name = checker.node_text(root);
+        let walked = checker.enclosing_loops().into_iter().find_map(|loop_node| {
+            let target = checker.field(loop_node, FIELDS.left)?;
+            let names_it = checker
+                .node_text(target)
+                .split(|c: char| !c.is_alphanumeric() && c != '_')
+                .any(|part| part == name);
+            names_it
+                .then(|| checker.field(loop_node, FIELDS.right))
+                .flatten()
+        });
+        return match walked {
+            Some(iterable) => given_model(checker, chain_root(checker, iterable)),
+            None => given_model(checker, root),
+        };
+    }
+    given_model(checker, root)
+}
+
+/// `model` of `model.layer4[-1]`, `dict(model.named_modules())[name]`, `self.model.blocks`:
+/// the name or `self.` attribute a chain of attributes, subscripts and calls starts from.
+fn chain_root<'a>(checker: &Checker<'a>, node: Node<'a>) -> Node<'a> {
+    let mut root = node;
+    for _ in 0..32 {
+        let next = match root.kind_id() {
+            k if k == KINDS.attribute => checker.field(root, FIELDS.object),
+            k if k == KINDS.subscript => checker.field(root, FIELDS.value),
+            k if k == KINDS.call => checker.field(root, FIELDS.function).and_then(|function| {
+                if function.kind_id() == KINDS.attribute {
+                    checker.field(function, FIELDS.object)
+                } else {
+                    // `dict(model.named_modules())`: what the builtin is given.
+                    checker.arguments(root).and_then(|a| a.named_child(0))
+                }
+            }),
+            _ => None,
+        };
+        match next {
+            // `self.model`: the attribute is the root.
+            Some(inner) if checker.node_text(inner) == "self" => break,
+            Some(inner) => root = inner,
+            None => break,
+        }
+    }
+    root
+}
+
+/// A parameter, a `self.` attribute holding a model, or a local name taken from one
+/// (`layer = dict(model.named_modules())[name]`).
+fn given_model<'a>(checker: &Checker<'a>, root: Node<'a>) -> bool {
+    given_model_at_depth(checker, root, 0)
+}
+
+fn given_model_at_depth<'a>(checker: &Checker<'a>, root: Node<'a>, depth: usize) -> bool {
+    // `self.register_hook(hook)`: the class's own method of that name (a runner's hooks).
+    if root.kind_id() == KINDS.identifier && checker.node_text(root) == "self" {
+        return false;
+    }
+    if root.kind_id() == KINDS.identifier {
+        return checker.analysis.is_parameter(root)
+            || (depth < 4
+                && checker.analysis.bound_value(root).is_some_and(|value| {
+                    given_model_at_depth(checker, chain_root(checker, value), depth + 1)
+                }));
+    }
+    root.kind_id() == KINDS.attribute
+        && checker.node_text(root).starts_with("self.")
+        && checker.analysis.facts(root).kind == Kind::Module
 }
 
 /// A training, epoch or batch loop.
