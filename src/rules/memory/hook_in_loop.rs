@@ -91,7 +91,13 @@ impl Check for HookInLoop {
         if handle_is_managed(checker, call) {
             return;
         }
-        let message = rule.message.replace("{method}", method);
+        let message = if handles_replaced(checker, call) {
+            format!(
+                "`{method}` runs on every call and its handles go into a list the next call replaces: only the last call's hooks are ever removed, the others pile up on the module, all of them run on each call, and what they store stays alive"
+            )
+        } else {
+            rule.message.replace("{method}", method)
+        };
         let mut diagnostic = Diagnostic::new(rule, message, call.byte_range());
         if let Some((range, why)) = label {
             diagnostic = diagnostic.with_label(range, why);
@@ -317,6 +323,30 @@ fn called_in_loop<'a>(checker: &Checker<'a>) -> Option<(TextRange, String)> {
     })
 }
 
+/// `self.handles = [c.register_forward_hook(f) for c in ...]`: the handle goes into a list on
+/// the instance that the assignment replaces, and the function does not remove the old ones
+/// first (`for h in self.handles: h.remove()`).
+fn handles_replaced<'a>(checker: &Checker<'a>, call: Node<'a>) -> bool {
+    let Some(list) = call
+        .parent()
+        .filter(|p| p.kind_id() == KINDS.list_comprehension || p.kind_id() == KINDS.list)
+    else {
+        return false;
+    };
+    let Some(left) = list
+        .parent()
+        .filter(|p| p.kind_id() == KINDS.assignment)
+        .and_then(|assignment| checker.field(assignment, FIELDS.left))
+    else {
+        return false;
+    };
+    let function = checker
+        .analysis
+        .enclosing_function(call)
+        .map_or(checker.text(), |f| checker.node_text(f));
+    checker.node_text(left).starts_with("self.") && !function.contains(".remove()")
+}
+
 /// Whether the handle is kept and removed: `h = m.register_...(...)` with `h.remove()` in the
 /// same function, collected into a list, or used as a context manager.
 fn handle_is_managed<'a>(checker: &Checker<'a>, call: Node<'a>) -> bool {
@@ -349,6 +379,12 @@ fn handle_is_managed<'a>(checker: &Checker<'a>, call: Node<'a>) -> bool {
         let text = checker.text();
         return text.contains(".remove()")
             && (text.contains(&format!("in {list}")) || text.contains(&format!("{list}.pop")));
+    }
+    // `self.handles = [c.register_forward_hook(f) for c in module.children()]` where this runs
+    // on every call: each run replaces the list and loses the handles of the run before, so
+    // only the last run's are ever removed — unless the function removes the old ones first.
+    if kind == KINDS.list_comprehension || kind == KINDS.list {
+        return !handles_replaced(checker, call);
     }
     // A `with` item, a return value, another call's argument: managed elsewhere.
     true
