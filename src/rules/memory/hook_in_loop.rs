@@ -208,8 +208,8 @@ fn chain_root<'a>(checker: &Checker<'a>, node: Node<'a>) -> Node<'a> {
     root
 }
 
-/// A parameter, a `self.` attribute holding a model, or a local name taken from one
-/// (`layer = dict(model.named_modules())[name]`).
+/// A parameter, a `self.` attribute holding a model (or a method of the instance returning
+/// one), or a local name taken from one (`layer = dict(model.named_modules())[name]`).
 fn given_model<'a>(checker: &Checker<'a>, root: Node<'a>) -> bool {
     given_model_at_depth(checker, root, 0)
 }
@@ -226,9 +226,18 @@ fn given_model_at_depth<'a>(checker: &Checker<'a>, root: Node<'a>, depth: usize)
                     given_model_at_depth(checker, chain_root(checker, value), depth + 1)
                 }));
     }
-    root.kind_id() == KINDS.attribute
-        && checker.node_text(root).starts_with("self.")
-        && checker.analysis.facts(root).kind == Kind::Module
+    // `self.model`: a model the instance holds; `self.find_layer(name)`: a layer its own method
+    // looks up (what a forward hook is registered on is a module, whatever the file can tell).
+    match root.kind_id() {
+        k if k == KINDS.attribute => {
+            checker.node_text(root).starts_with("self.")
+                && checker.analysis.facts(root).kind == Kind::Module
+        }
+        k if k == KINDS.call => checker
+            .callee(root)
+            .is_some_and(|callee| checker.node_text(callee).starts_with("self.")),
+        _ => false,
+    }
 }
 
 /// A training, epoch or batch loop.
