@@ -76,14 +76,7 @@ impl<'a> Analysis<'a> {
         let mut forward = self.forward_of(object, callee, object_facts);
         // `vae.sample(x)` of a method under `@torch.no_grad()`: it runs the model, recording
         // nothing.
-        forward.grad_disabled |= classes.iter().any(|class| match class {
-            ClassRef::Local(class) => self
-                .local_method(*class, attribute)
-                .is_some_and(|method| self.grad().disabled_by_decorator(method)),
-            ClassRef::Imported(class) => self
-                .ask(Ask::GradDisabled(format!("{class}.{attribute}")))
-                .is_some(),
-        });
+        forward.grad_disabled |= self.method_disables_grad(&classes, attribute);
         Some(forward)
     }
 
@@ -137,22 +130,25 @@ impl<'a> Analysis<'a> {
     /// Whether the model classes of the file that define a method of this name all run it
     /// under a grad-disabling decorator (`@torch.no_grad() def predict(...)`), and some do.
     fn members_disable_grad(&self, method: &str) -> bool {
-        let mut methods = self
-            .model
+        let mut methods = self.model_class_methods(method).peekable();
+        methods.peek().is_some()
+            && methods.all(|function| self.grad().disabled_by_decorator(function))
+    }
+
+    /// The methods of this name of the file's model classes.
+    fn model_class_methods<'s>(&'s self, name: &'s str) -> impl Iterator<Item = Node<'a>> + 's {
+        self.model
             .classes
             .iter()
             .enumerate()
             .filter(|(index, _)| self.modules().is_module_class(*index))
-            .filter_map(|(_, class)| {
+            .filter_map(move |(_, class)| {
                 class
                     .methods
                     .iter()
-                    .find(|(name, _)| *name == method)
+                    .find(|(method, _)| *method == name)
                     .map(|(_, node)| *node)
             })
-            .peekable();
-        methods.peek().is_some()
-            && methods.all(|function| self.grad().disabled_by_decorator(function))
     }
 
     /// A member of the file's model classes by name: a submodule, or a method that runs a
@@ -161,20 +157,7 @@ impl<'a> Analysis<'a> {
         if name == "forward" {
             return true;
         }
-        let methods: Vec<Node<'a>> = self
-            .model
-            .classes
-            .iter()
-            .enumerate()
-            .filter(|(index, _)| self.modules().is_module_class(*index))
-            .filter_map(|(_, class)| {
-                class
-                    .methods
-                    .iter()
-                    .find(|(method, _)| *method == name)
-                    .map(|(_, node)| *node)
-            })
-            .collect();
+        let methods: Vec<Node<'a>> = self.model_class_methods(name).collect();
         if methods.is_empty() {
             return self.is_model_member(name);
         }

@@ -157,20 +157,10 @@ fn iterates_what_batches_filled<'a>(
         return None;
     }
     let name = checker.node_text(iterable);
-    let function = enclosing_function(loop_node)?;
-    let appends = checker.model().calls_by_name.get("append")?;
-    appends.iter().find_map(|append| {
-        if append.start_byte() < function.start_byte() || append.end_byte() > loop_node.start_byte()
-        {
-            return None;
-        }
-        let receiver = checker
-            .field(*append, FIELDS.function)
-            .and_then(|callee| checker.field(callee, FIELDS.object))?;
-        if receiver.kind_id() != KINDS.identifier || checker.node_text(receiver) != name {
-            return None;
-        }
-        let filling = enclosing_loop(*append, function)?;
+    let analysis = checker.analysis();
+    let function = analysis.enclosing_function(loop_node)?;
+    analysis.earlier_appends(iterable).find_map(|append| {
+        let filling = enclosing_loop(append, function)?;
         steps_through_batches(checker, filling).map(|_| {
             let loader = checker.field(filling, FIELDS.right).map_or_else(
                 || "the loader".to_owned(),
@@ -181,18 +171,6 @@ fn iterates_what_batches_filled<'a>(
             )
         })
     })
-}
-
-/// The function a node is in, a few levels up (a deeper nesting is error recovery).
-fn enclosing_function(node: Node<'_>) -> Option<Node<'_>> {
-    let mut node = node;
-    for _ in 0..64 {
-        node = node.parent()?;
-        if node.kind_id() == KINDS.function_definition {
-            return Some(node);
-        }
-    }
-    None
 }
 
 /// The innermost loop around a node inside `function`.

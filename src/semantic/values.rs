@@ -1001,11 +1001,10 @@ impl<'a> Analysis<'a> {
         if list.kind_id() != KINDS.identifier {
             return None;
         }
-        let name = self.text(list);
-        let (scope, bindings) =
+        let (_, bindings) =
             self.model
                 .scopes
-                .lookup(self.scope_at(list), name, list.start_byte())?;
+                .lookup(self.scope_at(list), self.text(list), list.start_byte())?;
         // Started empty: a list built some other way holds something else.
         let [binding] = bindings else {
             return None;
@@ -1016,24 +1015,7 @@ impl<'a> Analysis<'a> {
         if value.kind_id() != KINDS.list || value.named_child_count() != 0 {
             return None;
         }
-        let appends = self.model.calls_by_name.get("append")?;
-        appends.iter().find_map(|append| {
-            if append.start_byte() < value.end_byte() || append.end_byte() > list.start_byte() {
-                return None;
-            }
-            let receiver = append
-                .child_by_field_id(FIELDS.function)?
-                .child_by_field_id(FIELDS.object)?;
-            if receiver.kind_id() != KINDS.identifier || self.text(receiver) != name {
-                return None;
-            }
-            let (same, _) =
-                self.model
-                    .scopes
-                    .lookup(self.scope_at(receiver), name, receiver.start_byte())?;
-            if same != scope {
-                return None;
-            }
+        self.earlier_appends(list).find_map(|append| {
             let item = append.child_by_field_id(FIELDS.arguments)?.named_child(0)?;
             let facts = self.facts_at_depth(item, depth, &[]);
             (facts.kind == Kind::Tensor && facts.device == Tri::Yes).then_some(ValueFacts {
@@ -1041,6 +1023,39 @@ impl<'a> Analysis<'a> {
                 ..facts
             })
         })
+    }
+
+    /// The `name.append(...)` calls on the variable a name (`list`) refers to, before it.
+    pub fn earlier_appends(&self, list: Node<'a>) -> impl Iterator<Item = Node<'a>> + '_ {
+        let name = self.text(list);
+        let scope = self
+            .model
+            .scopes
+            .lookup(self.scope_at(list), name, list.start_byte())
+            .map(|(scope, _)| scope);
+        self.model
+            .calls_by_name
+            .get("append")
+            .into_iter()
+            .flatten()
+            .copied()
+            .filter(move |append| {
+                scope.is_some()
+                    && append.end_byte() <= list.start_byte()
+                    && append
+                        .child_by_field_id(FIELDS.function)
+                        .and_then(|callee| callee.child_by_field_id(FIELDS.object))
+                        .is_some_and(|receiver| {
+                            receiver.kind_id() == KINDS.identifier
+                                && self.text(receiver) == name
+                                && self
+                                    .model
+                                    .scopes
+                                    .lookup(self.scope_at(receiver), name, receiver.start_byte())
+                                    .map(|(same, _)| same)
+                                    == scope
+                        })
+            })
     }
 
     fn loop_item_facts_given(
