@@ -194,7 +194,7 @@ impl<'a> Analysis<'a> {
         }
     }
 
-    fn parameter_default(&self, function: Node<'a>, index: u32) -> Option<Node<'a>> {
+    pub(super) fn parameter_default(&self, function: Node<'a>, index: u32) -> Option<Node<'a>> {
         let parameters = function.child_by_field_id(FIELDS.parameters)?;
         let parameter = parameters.named_child(index)?;
         if parameter.kind_id() == KINDS.default_parameter

@@ -82,6 +82,38 @@ pub fn iterates_batches(iterable: &str) -> bool {
     LOADER_LIKE.is_match(iterable)
 }
 
+/// `range(0, len(sentences), batch_size)`, `tqdm(range(0, n, self.bs))`: the start of each
+/// batch of data a library's `encode` or `predict` slices itself. The step says so, by name.
+pub fn steps_by_batch(iterable: Node<'_>, source: &str) -> bool {
+    let mut node = iterable;
+    // Under the wrappers that pass the range's items on.
+    for _ in 0..3 {
+        if node.kind_id() != KINDS.call {
+            return false;
+        }
+        let Some(arguments) = node.child_by_field_id(FIELDS.arguments) else {
+            return false;
+        };
+        let mut cursor = arguments.walk();
+        let positional: Vec<Node<'_>> = arguments
+            .named_children(&mut cursor)
+            .filter(|argument| argument.kind_id() != KINDS.keyword_argument)
+            .collect();
+        match callee_name(node, source) {
+            "range" | "trange" if positional.len() == 3 => {
+                let step = last_name(positional[2], source).to_ascii_lowercase();
+                return step.contains("batch") || step == "bs" || step.ends_with("_bs");
+            }
+            "tqdm" | "enumerate" | "iter" => match positional.first() {
+                Some(first) => node = *first,
+                None => return false,
+            },
+            _ => return false,
+        }
+    }
+    false
+}
+
 static TRAINING_CALL_NAME: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(fit|train|train_(one_)?epoch|train_model|train_loop|training_loop|run_training|train_steps?|_train|do_train|run_train)$")
         .expect("valid regex")

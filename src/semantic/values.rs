@@ -288,6 +288,9 @@ const NON_FORWARD: &[&str] = &[
     "keys",
     "values",
     "items",
+    // A dict's, of a value only used like a module elsewhere (`ckpt.get("ema")` of a loaded
+    // checkpoint whose model is later `ckpt.eval()`).
+    "get",
 ];
 /// Whether a module method is not a forward pass: the list above, and getters, setters and
 /// the like by name.
@@ -701,6 +704,19 @@ impl<'a> Analysis<'a> {
                         (None, _) => self.facts_at_depth(value, depth, arguments),
                     },
                 };
+                // `outputs = []`, filled in a loop, then `torch.cat(outputs)`: a list of what
+                // was appended, on the device when an item is.
+                if index.is_none()
+                    && value.kind_id() == KINDS.list
+                    && value.named_child_count() == 0
+                    && let Some(item) = self.appended_device_item(node, depth)
+                {
+                    return ValueFacts {
+                        device: Tri::Yes,
+                        float64: item.float64,
+                        ..value_facts
+                    };
+                }
                 if index.is_some() && names_indices(name) && value_facts.kind == Kind::Tensor {
                     // `x, indices = pool(x)` (`return_indices=True`), `vals, idx = out.topk(k)`:
                     // integer tensors never require grad, so they carry no graph.
@@ -1015,6 +1031,11 @@ impl<'a> Analysis<'a> {
         if value.kind_id() != KINDS.list || value.named_child_count() != 0 {
             return None;
         }
+        self.appended_device_item(list, depth)
+    }
+
+    /// The facts of the first device tensor appended to a list before this use of its name.
+    fn appended_device_item(&self, list: Node<'a>, depth: usize) -> Option<ValueFacts> {
         self.earlier_appends(list).find_map(|append| {
             let item = append.child_by_field_id(FIELDS.arguments)?.named_child(0)?;
             let facts = self.facts_at_depth(item, depth, &[]);
@@ -1136,10 +1157,44 @@ impl<'a> Analysis<'a> {
     }
 
     /// Whether a `for` loop's iterable gives batches: named like a loader (`train_loader`,
-    /// `tqdm(val_dl)`) or known to be one (`dls.valid` of fastai's `DataLoaders`).
+    /// `tqdm(val_dl)`), known to be one (`dls.valid` of fastai's `DataLoaders`), or the start
+    /// of each batch (`range(0, len(sentences), batch_size)`).
     pub fn iterates_batches(&self, iterable: Node<'a>) -> bool {
         super::training::iterates_batches(self.text(iterable))
+            || (super::training::steps_by_batch(
+                self.bound_value(iterable).unwrap_or(iterable),
+                self.source,
+            ) && self.slices_at_loop_variable(iterable))
             || self.loader_facts(iterable).kind == Kind::Loader
+    }
+
+    /// Whether the loop over `iterable` slices data from its variable on (`xs[i : i + bs]`):
+    /// a loop of batch starts that makes the batches, not one that only sets up a slot per
+    /// batch (`self.state[i] = torch.zeros(...)`).
+    fn slices_at_loop_variable(&self, iterable: Node<'a>) -> bool {
+        let Some(parent) = iterable.parent() else {
+            return false;
+        };
+        let (Some(variable), Some(body)) = (
+            parent.child_by_field_id(FIELDS.left),
+            parent
+                .child_by_field_id(FIELDS.body)
+                .or_else(|| parent.parent()),
+        ) else {
+            return false;
+        };
+        let variable = self.text(variable);
+        let body = self.text(body);
+        let mut rest = body;
+        while let Some(at) = rest.find('[') {
+            rest = &rest[at + 1..];
+            if let Some(start) = rest.trim_start().strip_prefix(variable)
+                && start.trim_start().starts_with(':')
+            {
+                return true;
+            }
+        }
+        false
     }
 
     /// What a `for` loop iterates, under the wrappers that pass its items on:
@@ -1870,14 +1925,37 @@ impl<'a> Analysis<'a> {
             } else if is_float_dtype(text) {
                 facts.float64 = false;
             } else if is_device_expression(text) {
-                facts.device = if text.trim_matches(['"', '\'']) == "cpu" {
-                    Tri::No
-                } else {
-                    Tri::Yes
-                };
+                facts.device =
+                    if text.trim_matches(['"', '\'']) == "cpu" || self.host_by_default(value) {
+                        Tri::No
+                    } else {
+                        Tri::Yes
+                    };
             }
         }
         facts
+    }
+
+    /// `output_device` of `def score(..., output_device="cpu")`: a device parameter whose
+    /// default is the host; the code shows the host unless a caller asks otherwise.
+    fn host_by_default(&self, value: Node<'a>) -> bool {
+        if value.kind_id() != KINDS.identifier {
+            return false;
+        }
+        self.model
+            .scopes
+            .lookup(self.scope_at(value), self.text(value), value.start_byte())
+            .and_then(|(_, bindings)| {
+                bindings
+                    .iter()
+                    .rev()
+                    .find(|b| b.offset <= value.start_byte())
+            })
+            .and_then(|binding| match binding.site {
+                Site::Parameter { function, index } => self.parameter_default(function, index),
+                _ => None,
+            })
+            .is_some_and(|default| self.text(default).trim_matches(['"', '\'']) == "cpu")
     }
 
     /// Calls of library functions whose results torchlint knows.
@@ -1950,6 +2028,11 @@ impl<'a> Analysis<'a> {
             }
             if function == "device" || function == "get_default_dtype" {
                 return Some(ValueFacts::scalar());
+            }
+            // Whatever was saved: a state dict, a whole model, a tensor. What the code does
+            // with it says which (`self.model = torch.load(p)` then `self.model.eval()`).
+            if function == "load" {
+                return Some(ValueFacts::default());
             }
             let last = function.rsplit('.').next().unwrap_or(function);
             if function.contains('.')

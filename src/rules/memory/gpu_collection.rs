@@ -6,7 +6,8 @@ use tree_sitter::Node;
 
 use super::tensor_accumulated::in_module_forward;
 use super::{
-    How, accumulation, carrying_loops, first_per_batch, loop_header, per_batch_function, short,
+    How, accumulation, backpropagated_in_loop, carrying_loops, first_per_batch, loop_header,
+    per_batch_function, short,
 };
 use crate::checker::Checker;
 use crate::diagnostic::Diagnostic;
@@ -278,9 +279,13 @@ impl GpuCollection {
         }
         // Device tensors without a graph (a graph-carrying value is TL102's), alone or in a
         // tuple or list stored whole: `stats.append((correct, pred[:, 4], labels))`.
+        // A value the loop backpropagates carries its graph, whatever its facts could tell.
         let kept_on_device = |value: Node<'a>| {
             let facts = checker.analysis.facts(value);
-            facts.kind == Kind::Tensor && facts.device == Tri::Yes && facts.graph != Tri::Yes
+            facts.kind == Kind::Tensor
+                && facts.device == Tri::Yes
+                && facts.graph != Tri::Yes
+                && !backpropagated_in_loop(checker, value)
         };
         let stored = found.value;
         let on_device = if stored.kind_id() == KINDS.tuple || stored.kind_id() == KINDS.list {
