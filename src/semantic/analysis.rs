@@ -39,6 +39,8 @@ pub struct Analysis<'a> {
     questions: RefCell<Vec<Question>>,
     /// The texts of values the file uses as models (`instances::used_as_module`).
     pub(super) module_evidence: OnceCell<rustc_hash::FxHashSet<&'a str>>,
+    /// The texts of the models the file freezes (`frozen`).
+    pub(super) frozen: OnceCell<rustc_hash::FxHashSet<&'a str>>,
     /// Whether the file trains anything (see [`Analysis::trains_anything`]).
     trains_anything: OnceCell<bool>,
     loads_weights: OnceCell<bool>,
@@ -104,6 +106,7 @@ impl<'a> Analysis<'a> {
             loop_steps: RefCell::new(HashMap::default()),
             evaluation_loops: RefCell::new(HashMap::default()),
             module_evidence: OnceCell::new(),
+            frozen: OnceCell::new(),
             runs_forward_memo: RefCell::new(HashMap::default()),
             helper_forward_memo: RefCell::new(HashMap::default()),
             forward_with_grad_memo: RefCell::new(HashMap::default()),

@@ -13,6 +13,7 @@ pub mod cross_file;
 pub mod facts;
 pub mod forward;
 pub mod frameworks;
+pub mod frozen;
 pub mod grad;
 pub mod graph_arguments;
 pub mod instances;

@@ -1652,9 +1652,17 @@ impl<'a> Analysis<'a> {
             // A script that picks a GPU runs its models there.
             device = Tri::Yes;
         }
+        // A frozen model's own weights record nothing: a graph comes only from its inputs.
+        let graph = if !recording {
+            Tri::No
+        } else if self.runs_frozen_model(call) {
+            inputs.graph
+        } else {
+            Tri::Yes
+        };
         ValueFacts {
             kind: Kind::Tensor,
-            graph: if recording { Tri::Yes } else { Tri::No },
+            graph,
             device,
             float64: module.float64,
             loss: false,
@@ -1662,6 +1670,18 @@ impl<'a> Analysis<'a> {
             pretrained: false,
             untyped: false,
         }
+    }
+
+    /// Whether a call runs a model the file freezes: `encoder(x)`, `self.model.forward(x)`.
+    fn runs_frozen_model(&self, call: Node<'a>) -> bool {
+        let Some(callee) = call.child_by_field_id(FIELDS.function) else {
+            return false;
+        };
+        self.frozen(self.text(callee))
+            || (callee.kind_id() == KINDS.attribute
+                && callee
+                    .child_by_field_id(FIELDS.object)
+                    .is_some_and(|object| self.frozen(self.text(object))))
     }
 
     fn method_facts(

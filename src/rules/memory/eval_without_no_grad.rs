@@ -409,7 +409,5 @@ fn needs_gradients<'a>(checker: &Checker<'a>, function: Option<Node<'a>>, receiv
 
 /// A model whose parameters were frozen records no graph from its own weights.
 fn frozen<'a>(checker: &Checker<'a>, receiver: &str) -> bool {
-    checker
-        .text()
-        .contains(&format!("{receiver}.requires_grad_(False)"))
+    checker.analysis.frozen(receiver)
 }
