@@ -552,3 +552,58 @@ fn a_repository_without_a_config_is_the_project_of_its_files() {
     );
     assert_eq!(tl101(&project, &["metrics.py"]), Vec::<String>::new());
 }
+
+#[test]
+fn context_files_are_those_related_by_imports_and_not_too_large() {
+    // `metrics.evaluate` ← `loops.run_eval` ← `main` under no_grad: a caller two imports away
+    // is context of a run on `metrics.py`.
+    let project = Project::new();
+    std::fs::create_dir_all(project.path().join(".git")).unwrap();
+    project.write("metrics.py", EVAL_HELPER);
+    project.write(
+        "loops.py",
+        "from metrics import evaluate\n\ndef run_eval(model, loader):\n    return evaluate(model, loader)\n",
+    );
+    project.write(
+        "main.py",
+        "import torch\nfrom loops import run_eval\n\n@torch.no_grad()\ndef main(model, loader):\n    run_eval(model, loader)\n",
+    );
+    assert_eq!(tl101(&project, &["metrics.py"]), Vec::<String>::new());
+    // A context file over the size limit (a generated module) is not read: its call is not
+    // seen, and without it the helper's callers are unknown.
+    let padding: String = (0..200).map(|i| format!("X_{i:05} = {i}\n")).collect();
+    project.write(
+        "main.py",
+        format!(
+            "import torch\nfrom loops import run_eval\n\n@torch.no_grad()\ndef main(model, loader):\n    run_eval(model, loader)\n{padding}"
+        ),
+    );
+    project.write(
+        "pyproject.toml",
+        "[tool.torchlint]\ncontext-size-limit = 1_000\n",
+    );
+    assert_eq!(tl101(&project, &["metrics.py"]), ["metrics.py:7:21: TL101"]);
+    // Named, the same file is linted whole.
+    assert_eq!(
+        tl101(&project, &["main.py", "metrics.py"]),
+        Vec::<String>::new()
+    );
+    // Under the limit, it is context again.
+    project.write(
+        "pyproject.toml",
+        "[tool.torchlint]\ncontext-size-limit = 0x10000\n",
+    );
+    assert_eq!(tl101(&project, &["metrics.py"]), Vec::<String>::new());
+    project.write(
+        "pyproject.toml",
+        "[tool.torchlint]\ncontext-size-limit = \"4MB\"\n",
+    );
+    let run = project.run(&["check", "metrics.py"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("pyproject.toml:2: `context-size-limit` takes a number of bytes"),
+        "{}",
+        run.stderr
+    );
+}

@@ -385,6 +385,10 @@ mod tests {
         assert_eq!(module_path(Path::new("./pkg/__init__.py")), "pkg");
         assert_eq!(module_path(Path::new("train.py")), "train");
         assert_eq!(module_path(Path::new("nb/explore.ipynb")), "nb.explore");
+        assert_eq!(
+            module_path(Path::new("/tmp/.tmpA1/acme.ml/pkg/train.py")),
+            "tmp._tmpA1.acme_ml.pkg.train"
+        );
     }
 
     #[test]

@@ -93,13 +93,69 @@ pub fn lint_project(
     overrides: &Overrides,
     cache: Option<&Cache>,
 ) -> Vec<Checked> {
-    let session = Session::new(targets.to_vec(), overrides, cache);
+    let session = Session::new(related(targets, reported, overrides), overrides, cache);
     let reported: Vec<usize> = (0..reported).collect();
     let checked = session.report(&reported, overrides, cache);
     // Freeing every file's facts takes longer than the report itself on a large run, and
     // nothing needs to wait for it: the CLI prints and exits meanwhile.
     std::thread::spawn(move || drop(session));
     checked
+}
+
+/// The reported targets (the first `reported`) and the context files related to them by
+/// imports: those they import and those that import them, directly or through others. A
+/// context file that is neither holds no fact their findings rest on, so it is not linted;
+/// one over its settings' `context-size-limit` (a generated module) is not even read.
+fn related(targets: &[LintTarget], reported: usize, overrides: &Overrides) -> Vec<LintTarget> {
+    if reported >= targets.len() {
+        return targets.to_vec();
+    }
+    let (too_large, imports): (Vec<bool>, Vec<Vec<Import>>) = targets
+        .par_iter()
+        .enumerate()
+        .map(|(index, target)| {
+            let too_large = index >= reported
+                && !overrides.contains(&target.path)
+                && std::fs::metadata(&target.path)
+                    .is_ok_and(|metadata| metadata.len() > target.settings.context_size_limit);
+            if too_large {
+                (true, Vec::new())
+            } else {
+                (false, scan(&read(target, overrides)))
+            }
+        })
+        .unzip();
+    let facts = FactBase::new(targets.iter().map(|target| target.path.as_path()));
+    let (imported, _) = link(&facts, &imports);
+    let mut importers: Vec<Vec<usize>> = vec![Vec::new(); targets.len()];
+    for (file, needs) in imported.iter().enumerate() {
+        for &needed in needs {
+            importers[needed].push(file);
+        }
+    }
+    let mut keep = vec![false; targets.len()];
+    keep[..reported].fill(true);
+    // Each direction on its own: what a named file imports, and what imports it; not what an
+    // importer's other imports bring.
+    for edges in [&imported, &importers] {
+        let mut seen = vec![false; targets.len()];
+        let mut stack: Vec<usize> = (0..reported).collect();
+        while let Some(file) = stack.pop() {
+            for &next in &edges[file] {
+                if !seen[next] {
+                    seen[next] = true;
+                    keep[next] = true;
+                    stack.push(next);
+                }
+            }
+        }
+    }
+    targets
+        .iter()
+        .zip(keep.into_iter().zip(too_large))
+        .filter(|(_, (keep, too_large))| *keep && !too_large)
+        .map(|(target, _)| target.clone())
+        .collect()
 }
 
 /// Lints one file by itself, as stdin is (`parse_only`: only reads and parses it).

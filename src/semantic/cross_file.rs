@@ -189,5 +189,13 @@ pub fn module_path(path: &Path) -> String {
     if parts.last().is_some_and(|last| last == "__init__") {
         parts.pop();
     }
+    // A folder named with a dot (`~/src/acme.ml/`, a `.tmpXYZ` temporary folder) is no
+    // package, but its dot would split the module path in two where relative imports count
+    // the parts.
+    for part in &mut parts {
+        if part.contains('.') {
+            *part = part.replace('.', "_");
+        }
+    }
     parts.join(".")
 }

@@ -65,6 +65,9 @@ pub struct Settings {
     pub project_root: PathBuf,
     /// The config file these settings came from, if any.
     pub config_path: Option<PathBuf>,
+    /// A context file (one of the project a run was not given) larger than this many bytes is
+    /// not read: a generated module holds no fact the named files need.
+    pub context_size_limit: u64,
     /// The enabled rules' dispatch table, built and read by `rules::Dispatch::of`.
     pub dispatch: Memo,
     /// What the findings of a file depend on besides its text, hashed (see [`Settings::fingerprint`]).
@@ -135,7 +138,11 @@ impl Exclude {
 static EXTENDED_REGISTRIES: LazyLock<Mutex<HashMap<Vec<PathBuf>, Arc<RuleRegistry>>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
 
-const KNOWN_KEYS: &str = "select, extend-select, ignore, per-file-ignores, exclude, extend-exclude, extend-rule-packs, frameworks, or a rule name with options";
+/// The default `context-size-limit`: 1 MiB, above the largest hand-written modules of the
+/// pinned corpus (transformers' `modeling_utils.py`, about 250 kB) and below generated ones.
+pub const DEFAULT_CONTEXT_SIZE_LIMIT: u64 = 1 << 20;
+
+const KNOWN_KEYS: &str = "select, extend-select, ignore, per-file-ignores, exclude, extend-exclude, extend-rule-packs, frameworks, context-size-limit, or a rule name with options";
 
 /// The lists of `[tool.torchlint.frameworks]`, as in the built-in table.
 const FRAMEWORK_KEYS: &[&str] = Table::LISTS;
@@ -317,6 +324,7 @@ impl Settings {
             rule_options,
             project_root: root,
             config_path: config.map(|c| c.path.clone()),
+            context_size_limit: raw.context_size_limit.unwrap_or(DEFAULT_CONTEXT_SIZE_LIMIT),
             dispatch: Memo::default(),
             fingerprint,
             framework_table,
@@ -462,6 +470,7 @@ struct RawOptions {
     exclude: Option<Vec<(String, usize)>>,
     extend_exclude: Option<Vec<(String, usize)>>,
     extend_rule_packs: Option<Vec<(String, usize)>>,
+    context_size_limit: Option<u64>,
     /// `[frameworks]`: (list name, offset, patterns).
     frameworks: Vec<(String, usize, SpannedStrings)>,
     /// `[rule-name]` tables: (name, offset, [(option, offset, value, value offset)]).
@@ -489,6 +498,25 @@ impl RawOptions {
                 "exclude" => raw.exclude = Some(list()?),
                 "extend-exclude" => raw.extend_exclude = Some(list()?),
                 "extend-rule-packs" => raw.extend_rule_packs = Some(list()?),
+                "context-size-limit" => match value.get_ref() {
+                    DeValue::Integer(number) => {
+                        raw.context_size_limit = Some(
+                            u64::from_str_radix(&number.as_str().replace('_', ""), number.radix())
+                                .map_err(|_| {
+                                    config.error_at(
+                                        value.span().start,
+                                        "`context-size-limit` takes a number of bytes, like `context-size-limit = 1_048_576`",
+                                    )
+                                })?,
+                        );
+                    }
+                    _ => {
+                        return Err(config.error_at(
+                            value.span().start,
+                            "`context-size-limit` takes a number of bytes, like `context-size-limit = 1_048_576`",
+                        ));
+                    }
+                },
                 "frameworks" => {
                     let DeValue::Table(table) = value.get_ref() else {
                         return Err(config.error_at(
