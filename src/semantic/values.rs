@@ -1340,7 +1340,10 @@ impl<'a> Analysis<'a> {
             _ => {}
         }
         if self.text(object) == "self" {
-            if is_non_forward_method(attribute) {
+            // A method's name (`self.get_batch`), unless the class assigns it a value
+            // (`self._model = model`: private by name, a model all the same).
+            if is_non_forward_method(attribute) && self.self_assignments(attribute).next().is_none()
+            {
                 return ValueFacts::default();
             }
             return self.self_attribute_facts(node, attribute, depth);
