@@ -93,3 +93,23 @@ fn every_builtin_rule_documents_every_section_and_has_examples_both_ways() {
         }
     }
 }
+
+#[test]
+fn every_builtin_declarative_rule_compiles() {
+    // Built-in patterns compile when a clause first runs, not when the binary starts: a bad
+    // one must fail here, not in a user's run.
+    let registry = RuleRegistry::load_builtin().expect("built-in rule files are valid");
+    let mut compiled = 0;
+    for rule in registry.iter() {
+        if let torchlint::rule_meta::Implementation::Declarative(spec) = &rule.implementation {
+            assert_eq!(
+                spec.clauses().len(),
+                spec.root_kinds().len(),
+                "{}",
+                rule.code
+            );
+            compiled += 1;
+        }
+    }
+    assert!(compiled > 0, "no declarative built-in rule");
+}

@@ -9,9 +9,30 @@ use super::Applicability;
 use crate::parse::python;
 
 /// A rule written as data: one or more tree-sitter patterns, each with context predicates.
-#[derive(Debug)]
+/// A rule's `[[match]]` clauses. Compiling a tree-sitter query costs milliseconds, more than
+/// linting a small file: the built-in rules (validated by the test suite) compile theirs when
+/// a clause first runs, so a run that meets none of their node kinds pays nothing; a user
+/// pack's are compiled when it loads, so that a bad pattern is an error at its line.
 pub struct DeclarativeRule {
-    pub clauses: Vec<MatchClause>,
+    /// The node kind each clause starts at, known without compiling it (the dispatch table).
+    root_kinds: Vec<u16>,
+    /// What the clauses are built from until they are.
+    pending: std::sync::Mutex<Option<Pending>>,
+    clauses: std::sync::OnceLock<Vec<MatchClause>>,
+}
+
+struct Pending {
+    raw: Vec<Spanned<RawMatch>>,
+    toml_text: String,
+    message: String,
+}
+
+impl std::fmt::Debug for DeclarativeRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeclarativeRule")
+            .field("root_kinds", &self.root_kinds)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug)]
@@ -179,12 +200,14 @@ static PLACEHOLDER: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new
 const PREDICATE_KINDS: &str = "`resolves`, `lacks-argument`, `has-argument`, `inside`, `not-inside`, `grad`, `contains-training`, `statement-not-matching`";
 
 impl DeclarativeRule {
-    /// Validates the raw tables. `toml_text` is the front matter the spans point into.
-    /// `message` is the rule's message, which clauses without a message of their own report.
+    /// Checks the raw tables' root kinds, and with `compile` builds (and so validates) every
+    /// clause now. `toml_text` is the front matter the spans point into. `message` is the
+    /// rule's message, which clauses without a message of their own report.
     pub fn from_raw(
         raw: Vec<Spanned<RawMatch>>,
         toml_text: &str,
         message: &str,
+        compile: bool,
     ) -> Result<Self, SpecError> {
         if raw.is_empty() {
             return Err(SpecError::at(
@@ -192,12 +215,85 @@ impl DeclarativeRule {
                 "a declarative rule needs at least one `[[match]]` table",
             ));
         }
-        let clauses = raw
-            .into_iter()
-            .map(|clause| MatchClause::from_raw(clause, toml_text, message))
+        let rule = |root_kinds, pending| DeclarativeRule {
+            root_kinds,
+            pending: std::sync::Mutex::new(pending),
+            clauses: std::sync::OnceLock::new(),
+        };
+        if compile {
+            let clauses = build(raw, toml_text, message)?;
+            let rule = rule(
+                clauses.iter().map(|clause| clause.root_kind).collect(),
+                None,
+            );
+            let _ = rule.clauses.set(clauses);
+            return Ok(rule);
+        }
+        let root_kinds = raw
+            .iter()
+            .map(|clause| root_kind_id(&clause.get_ref().pattern))
             .collect::<Result<_, _>>()?;
-        Ok(DeclarativeRule { clauses })
+        Ok(rule(
+            root_kinds,
+            Some(Pending {
+                raw,
+                toml_text: toml_text.to_owned(),
+                message: message.to_owned(),
+            }),
+        ))
     }
+
+    /// The node kind each clause starts at.
+    pub fn root_kinds(&self) -> &[u16] {
+        &self.root_kinds
+    }
+
+    /// The clauses, compiled on first use.
+    pub fn clauses(&self) -> &[MatchClause] {
+        self.clauses.get_or_init(|| {
+            let pending = self
+                .lock_pending()
+                .take()
+                .expect("a rule not compiled when loaded is pending until it is");
+            build(pending.raw, &pending.toml_text, &pending.message).unwrap_or_else(|error| {
+                panic!("a built-in rule is valid (tested): {}", error.message)
+            })
+        })
+    }
+
+    fn lock_pending(&self) -> std::sync::MutexGuard<'_, Option<Pending>> {
+        self.pending
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+fn build(
+    raw: Vec<Spanned<RawMatch>>,
+    toml_text: &str,
+    message: &str,
+) -> Result<Vec<MatchClause>, SpecError> {
+    raw.into_iter()
+        .map(|clause| MatchClause::from_raw(clause, toml_text, message))
+        .collect()
+}
+
+/// The id of the node kind a clause's pattern starts at, read off its text.
+fn root_kind_id(pattern: &Spanned<String>) -> Result<u16, SpecError> {
+    let root_kind = root_kind(pattern.get_ref()).ok_or_else(|| {
+        SpecError::at(
+            pattern.span().start,
+            "`pattern` must start with a named node, such as `(call ...)`",
+        )
+    })?;
+    let id = python().id_for_node_kind(&root_kind, true);
+    if id == 0 {
+        return Err(SpecError::at(
+            pattern.span().start,
+            format!("`{root_kind}` is not a Python node type"),
+        ));
+    }
+    Ok(id)
 }
 
 impl MatchClause {

@@ -125,7 +125,9 @@ pub fn parse_rule_file(origin: Origin, text: &str) -> Result<RuleMeta, FileError
     let is_user = matches!(origin, Origin::User { .. });
     let implementation = match raw.implementation.get_ref().as_str() {
         "declarative" => {
-            let rule = DeclarativeRule::from_raw(raw.matches, front, &raw.message)
+            // A user pack's patterns are compiled now, so that a bad one is an error at its
+            // line; the built-in ones (tested) when they first run.
+            let rule = DeclarativeRule::from_raw(raw.matches, front, &raw.message, is_user)
                 .map_err(|e| error(at(e.offset), e.message))?;
             Implementation::Declarative(Arc::new(rule))
         }
@@ -190,11 +192,20 @@ pub fn parse_rule_file(origin: Origin, text: &str) -> Result<RuleMeta, FileError
         .map(|section| first_sentence(&section.body))
         .unwrap_or_else(|| raw.message.clone());
 
+    // The examples come in the order of the file: one count of lines from each to the next,
+    // not one from the start of the file for each (a rule file holds dozens).
+    let (mut line, mut counted) = (1, 0);
     let examples = docs
         .examples
         .into_iter()
         .map(|mut example| {
-            example.file_line = line_of(text, body_offset + example.file_line);
+            let offset = (body_offset + example.file_line).min(text.len());
+            if offset < counted {
+                (line, counted) = (1, 0);
+            }
+            line += memchr::memchr_iter(b'\n', &text.as_bytes()[counted..offset]).count();
+            counted = offset;
+            example.file_line = line;
             example
         })
         .collect();

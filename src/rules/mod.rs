@@ -78,7 +78,7 @@ impl Entry {
         match self {
             Entry::Rust { rule, check } => check.check(rule, node, checker, out),
             Entry::Clause { rule, spec, clause } => {
-                declarative::run_clause(rule, &spec.clauses[*clause], node, checker, cursor, out)
+                declarative::run_clause(rule, &spec.clauses()[*clause], node, checker, cursor, out)
             }
         }
     }
@@ -128,9 +128,9 @@ impl Dispatch {
                     }
                 }
                 Implementation::Declarative(spec) => {
-                    for (clause, spec_clause) in spec.clauses.iter().enumerate() {
+                    for (clause, root_kind) in spec.root_kinds().iter().enumerate() {
                         add(
-                            spec_clause.root_kind,
+                            *root_kind,
                             Entry::Clause {
                                 rule: Arc::clone(rule),
                                 spec: Arc::clone(spec),
