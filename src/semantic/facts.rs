@@ -366,10 +366,15 @@ impl FactBase {
             return false;
         }
         match self.lookup(qualified, importer) {
-            Lookup::Symbol(Symbol::Class(class)) => class.bases.iter().any(|base| {
-                self.frameworks().is_no_grad_hook(base, method)
-                    || self.is_no_grad_hook(base, method, importer, depth + 1)
-            }),
+            // The framework's own class, in a checkout of it the run lints, or one of its
+            // bases.
+            Lookup::Symbol(Symbol::Class(class)) => {
+                self.frameworks().is_no_grad_hook(qualified, method)
+                    || class.bases.iter().any(|base| {
+                        self.frameworks().is_no_grad_hook(base, method)
+                            || self.is_no_grad_hook(base, method, importer, depth + 1)
+                    })
+            }
             Lookup::External => self.frameworks().is_no_grad_hook(qualified, method),
             _ => false,
         }

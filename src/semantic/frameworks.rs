@@ -150,7 +150,9 @@ impl Frameworks {
     /// Whether the framework runs `method` of a class derived from `base` (qualified) without
     /// grad: Lightning's `validation_step`.
     pub fn is_no_grad_hook(&self, base: &str, method: &str) -> bool {
-        self.names_no_grad_hook(method) && self.no_grad_hooks.is_match(format!("{base}.{method}"))
+        self.names_no_grad_hook(method)
+            && package_suffixes(base)
+                .any(|base| self.no_grad_hooks.is_match(format!("{base}.{method}")))
     }
 
     /// Whether some library method of this name returns its arguments placed on the
@@ -226,6 +228,19 @@ impl Frameworks {
             .is_some_and(|last| last.starts_with(|c: char| c.is_ascii_uppercase()));
         (class && self.makes_model(qualified)).then(|| module_facts(Kind::ModuleClass))
     }
+}
+
+/// A qualified name, then the names it has from each package below its first part: a base
+/// class of the library's own source, linted in a checkout, is named by its path
+/// (`checkout.transformers.pipelines.base.Pipeline`), where the table names it as its users
+/// import it (`transformers.*Pipeline`).
+fn package_suffixes(qualified: &str) -> impl Iterator<Item = &str> {
+    std::iter::once(qualified).chain(
+        qualified
+            .match_indices('.')
+            .map(move |(at, _)| &qualified[at + 1..])
+            .filter(|rest| rest.contains('.')),
+    )
 }
 
 #[cfg(test)]

@@ -415,9 +415,35 @@ const MODULE_WRAPPERS: &[&str] = &[
 ];
 
 impl<'a> Analysis<'a> {
+    /// Whether a call has an argument, and its first is not text: a string literal, or a
+    /// name last assigned one (`prompt = f"..."`).
+    fn first_input_is_no_string(&self, call: Node<'a>) -> bool {
+        let Some(first) = call
+            .child_by_field_id(FIELDS.arguments)
+            .and_then(|arguments| arguments.named_child(0))
+        else {
+            return false;
+        };
+        let value = if first.kind_id() == KINDS.keyword_argument {
+            first.child_by_field_id(FIELDS.value)
+        } else {
+            Some(first)
+        };
+        let Some(mut value) = value.map(|v| self.bound_value(v).unwrap_or(v)) else {
+            return false;
+        };
+        while value.kind_id() == KINDS.parenthesized_expression
+            && let Some(inner) = value.named_child(0)
+        {
+            value = inner;
+        }
+        value.kind_id() != KINDS.string && value.kind_id() != KINDS.concatenated_string
+    }
+
     /// Whether the file uses the value an expression's text names as a model: calls a
-    /// method only models have on it (`model.eval()`, `model.parameters()`), or wraps it in
-    /// `DistributedDataParallel` or `torch.compile`.
+    /// method only models have on it (`model.eval()`, `model.parameters()`), wraps it in
+    /// `DistributedDataParallel` or `torch.compile`, or calls it by a model's name
+    /// (`model(x)`).
     pub fn used_as_module(&self, text: &str) -> bool {
         self.module_evidence
             .get_or_init(|| {
@@ -459,6 +485,25 @@ impl<'a> Analysis<'a> {
                             && matches!(first.kind_id(), k if k == KINDS.identifier || k == KINDS.attribute)
                         {
                             used.insert(self.text(first));
+                        }
+                    }
+                }
+                // `model(x)`, `self.net(batch)`: a value named like a model that the file
+                // calls on inputs is one (a scikit-learn estimator is not callable). Not a
+                // class (`Generator()`), a getter (`program.module()`), or a language model
+                // of another library given a prompt string (`self.backbone(prompt)`).
+                for (name, calls) in &self.model.calls_by_name {
+                    if !super::values::looks_like_model(name)
+                        || name.starts_with(|c: char| c.is_ascii_uppercase())
+                    {
+                        continue;
+                    }
+                    for call in calls {
+                        if let Some(callee) = self.model.callee(*call)
+                            && matches!(callee.kind_id(), k if k == KINDS.identifier || k == KINDS.attribute)
+                            && self.first_input_is_no_string(*call)
+                        {
+                            used.insert(self.text(callee));
                         }
                     }
                 }

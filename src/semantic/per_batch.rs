@@ -48,6 +48,11 @@ fn reason<'a>(checker: &impl Position<'a>, loop_node: Node<'a>, helpers: bool) -
         // do the loops of a helper that each batch of a caller's loop runs through.
         return None;
     }
+    // `for i in range(x.shape[0])`: the rows of one batch, one forward each; `for key in
+    // self.models.keys()`: the members of an ensemble (or the heads, tasks, splits of a dict).
+    if iterates_rows_of_one_tensor(checker, loop_node) || iterates_a_dict(checker, loop_node) {
+        return None;
+    }
     runs_forward(checker, loop_node).map(|call| {
         format!(
             "this loop runs the model once per iteration (`{}`)",
@@ -103,6 +108,50 @@ pub fn in_module_method<'a>(checker: &impl Position<'a>, node: Node<'a>) -> bool
         .analysis()
         .class_of(node)
         .is_some_and(|class| checker.analysis().modules().is_module_class(class))
+}
+
+/// `for i in range(x.shape[0])`, `range(x.size(0))`, or over a name assigned one of those
+/// (`batch_size = inputs["input_ids"].shape[0]`): a loop over the rows of one tensor.
+fn iterates_rows_of_one_tensor<'a>(checker: &impl Position<'a>, loop_node: Node<'a>) -> bool {
+    let Some(iterable) = checker.field(loop_node, FIELDS.right) else {
+        return false;
+    };
+    if iterable.kind_id() != KINDS.call
+        || crate::semantic::training::callee_name(iterable, checker.text()) != "range"
+    {
+        return false;
+    }
+    let Some(bound) = checker
+        .field(iterable, FIELDS.arguments)
+        .filter(|arguments| arguments.named_child_count() == 1)
+        .and_then(|arguments| arguments.named_child(0))
+    else {
+        return false;
+    };
+    let bound = checker.analysis().bound_value(bound).unwrap_or(bound);
+    let text: String = checker
+        .node_text(bound)
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect();
+    text.ends_with(".shape[0]") || text.ends_with(".size(0)")
+}
+
+/// `for key in d.keys()`, `for k, v in d.items()`, `for v in d.values()`.
+fn iterates_a_dict<'a>(checker: &impl Position<'a>, loop_node: Node<'a>) -> bool {
+    checker
+        .field(loop_node, FIELDS.right)
+        .map(|iterable| checker.analysis().unwrapped_iterable(iterable, true))
+        .is_some_and(|iterable| {
+            iterable.kind_id() == KINDS.call
+                && checker
+                    .field(iterable, FIELDS.function)
+                    .is_some_and(|callee| callee.kind_id() == KINDS.attribute)
+                && matches!(
+                    crate::semantic::training::callee_name(iterable, checker.text()),
+                    "keys" | "values" | "items"
+                )
+        })
 }
 
 /// A forward call in the loop's own body (not in nested loops or functions).
