@@ -2481,32 +2481,35 @@ fn is_activation_parameter(function: Node<'_>, index: u32, name: &str) -> bool {
 
 /// Names people give models: `model`, `net`, `teacher`, `self.encoder`, `gen`, `disc`.
 pub fn looks_like_model(name: &str) -> bool {
-    let name = name.to_ascii_lowercase();
-    matches!(
-        name.as_str(),
-        "model"
-            | "net"
-            | "network"
-            | "module"
-            | "encoder"
-            | "decoder"
-            | "teacher"
-            | "student"
-            | "teacher_model"
-            | "student_model"
-            | "backbone"
-            | "classifier"
-            | "generator"
-            | "discriminator"
-            | "critic"
-            | "actor"
-            | "policy"
-            | "gen"
-            | "disc"
-            | "ema_model"
-            | "base_model"
-            | "target_model"
-    )
+    const MODEL_NAMES: &[&str] = &[
+        "model",
+        "net",
+        "network",
+        "module",
+        "encoder",
+        "decoder",
+        "teacher",
+        "student",
+        "teacher_model",
+        "student_model",
+        "backbone",
+        "classifier",
+        "generator",
+        "discriminator",
+        "critic",
+        "actor",
+        "policy",
+        "gen",
+        "disc",
+        "ema_model",
+        "base_model",
+        "target_model",
+    ];
+    // Asked of every call name of a file: compared in place, not lowercased into a copy.
+    name.len() <= 13
+        && MODEL_NAMES
+            .iter()
+            .any(|model| model.eq_ignore_ascii_case(name))
 }
 
 fn is_float64_dtype(text: &str) -> bool {
