@@ -302,7 +302,8 @@ fn sibling_mode_call<'a>(
 }
 
 /// `self.model.eval()` in `__init__` (or another method) of a class that never switches the
-/// model back with `.train()`: the model stays in eval mode for the object's life.
+/// model back with `.train()`: the model, and its submodules, stay in eval mode for the
+/// object's life.
 fn object_mode_call<'a>(
     checker: &Checker<'a>,
     receiver: &str,
@@ -313,11 +314,15 @@ fn object_mode_call<'a>(
     }
     let class = checker.analysis.class_of(call)?;
     let range = checker.model.classes[class].node.byte_range();
-    let mut calls = checker
-        .model
-        .mode_calls
-        .iter()
-        .filter(|mode| range.contains(&mode.node.start_byte()) && mode.receiver == receiver);
+    // `self.model.eval()` holds for `self.model.encoder(x)` too.
+    let mut calls = checker.model.mode_calls.iter().filter(|mode| {
+        range.contains(&mode.node.start_byte())
+            && (mode.receiver == receiver
+                || (mode.receiver != "self"
+                    && receiver
+                        .strip_prefix(mode.receiver)
+                        .is_some_and(|rest| rest.starts_with('.'))))
+    });
     let first = *calls.next()?;
     (first.eval && calls.all(|mode| mode.eval)).then_some(first)
 }
