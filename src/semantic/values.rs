@@ -474,7 +474,10 @@ impl<'a> Analysis<'a> {
         // the analysis could not tell of where it comes from.
         let used_as_module = |facts: ValueFacts| {
             if facts.kind == Kind::Unknown && self.used_as_module(self.text(node)) {
-                ValueFacts::of(Kind::Module)
+                ValueFacts {
+                    pretrained: self.assigned_from_pretrained(node),
+                    ..ValueFacts::of(Kind::Module)
+                }
             } else {
                 facts
             }
@@ -779,6 +782,53 @@ impl<'a> Analysis<'a> {
                 ValueFacts::default()
             }
         }
+    }
+
+    /// `model = model_class.from_pretrained(name)`, `self.model = cls.from_pretrained(name)
+    /// .to(device)`: a value made by a `from_pretrained` of a class the file cannot resolve
+    /// (taken from a table of model types) holds trained weights, once it is used as a model.
+    fn assigned_from_pretrained(&self, node: Node<'a>) -> bool {
+        let made_by_from_pretrained = |value: Node<'a>| {
+            let mut value = value;
+            for _ in 0..4 {
+                if value.kind_id() != KINDS.call {
+                    return false;
+                }
+                let name = super::training::callee_name(value, self.source);
+                if name == "from_pretrained" {
+                    return true;
+                }
+                // Through `.to(device)`, `.eval()`, `.cuda()`.
+                match value
+                    .child_by_field_id(FIELDS.function)
+                    .filter(|callee| callee.kind_id() == KINDS.attribute)
+                    .and_then(|callee| callee.child_by_field_id(FIELDS.object))
+                {
+                    Some(object) if matches!(name, "to" | "eval" | "cuda" | "half" | "float") => {
+                        value = object;
+                    }
+                    _ => return false,
+                }
+            }
+            false
+        };
+        if node.kind_id() == KINDS.identifier {
+            return self.bound_value(node).is_some_and(made_by_from_pretrained);
+        }
+        if node.kind_id() == KINDS.attribute
+            && node
+                .child_by_field_id(FIELDS.object)
+                .is_some_and(|object| self.text(object) == "self")
+            && let Some(attribute) = node.child_by_field_id(FIELDS.attribute)
+        {
+            return self
+                .self_assignments(self.text(attribute))
+                .any(|assignment| match assignment.site {
+                    Site::Value { value, index: None } => made_by_from_pretrained(value),
+                    _ => false,
+                });
+        }
+        false
     }
 
     /// `self` inside a method: a model when the class is an `nn.Module`.
