@@ -16,6 +16,8 @@ use crate::parse::python;
 pub struct DeclarativeRule {
     /// The node kind each clause starts at, known without compiling it (the dispatch table).
     root_kinds: Vec<u16>,
+    /// Each clause's cheap test before its query runs (or is compiled).
+    prefilters: Vec<Prefilter>,
     /// What the clauses are built from until they are.
     pending: std::sync::Mutex<Option<Pending>>,
     clauses: std::sync::OnceLock<Vec<MatchClause>>,
@@ -45,10 +47,32 @@ pub struct MatchClause {
     pub message: Option<String>,
     pub require: Vec<Predicate>,
     pub fix: Option<FixSpec>,
-    /// `resolves` conditions on captures that are direct field children of the root
-    /// (`function: (_) @callee`): checked before the query runs, which skips the query for
-    /// nearly every node (a pushdown; the full predicate still runs on matches).
-    pub prefilter: Vec<(u16, Vec<String>)>,
+}
+
+/// `(field, names)`: the root's child in that field must resolve to one of the names.
+/// `resolves` conditions on captures that are direct field children of the root
+/// (`function: (_) @callee`), checked before the query runs, which skips the query (and its
+/// compiling) for nearly every node; the full predicate still runs on matches.
+pub type Prefilter = Vec<(u16, Vec<String>)>;
+
+/// The `resolves` predicates of a clause on captures bound to a direct field of its root, read
+/// off the raw table: cheap enough to ask at every node of the root's kind, before the query
+/// is compiled or run. A predicate the clause's validation would reject is left out here.
+fn prefilter(raw: &RawMatch) -> Prefilter {
+    let direct = direct_field_captures(raw.pattern.get_ref());
+    raw.require
+        .iter()
+        .filter_map(|predicate| {
+            let predicate = predicate.get_ref();
+            let (name, to) = (predicate.resolves.as_ref()?, predicate.to.as_ref()?);
+            if to.is_empty() {
+                return None;
+            }
+            let (field, _) = direct.iter().find(|(_, capture)| capture == name)?;
+            let field = python().field_id_for_name(field)?.get();
+            Some((field, to.clone()))
+        })
+        .collect()
 }
 
 #[derive(Debug, Clone)]
@@ -215,8 +239,13 @@ impl DeclarativeRule {
                 "a declarative rule needs at least one `[[match]]` table",
             ));
         }
+        let prefilters = raw
+            .iter()
+            .map(|clause| prefilter(clause.get_ref()))
+            .collect();
         let rule = |root_kinds, pending| DeclarativeRule {
             root_kinds,
+            prefilters,
             pending: std::sync::Mutex::new(pending),
             clauses: std::sync::OnceLock::new(),
         };
@@ -246,6 +275,12 @@ impl DeclarativeRule {
     /// The node kind each clause starts at.
     pub fn root_kinds(&self) -> &[u16] {
         &self.root_kinds
+    }
+
+    /// A clause's test before its query: `(field, names)` pairs, each a field of the root
+    /// whose qualified name must be one of the names.
+    pub fn prefilter(&self, clause: usize) -> &Prefilter {
+        &self.prefilters[clause]
     }
 
     /// The clauses, compiled on first use.
@@ -425,19 +460,6 @@ impl MatchClause {
                 )
             })?;
         }
-        let direct = direct_field_captures(&pattern);
-        let prefilter = require
-            .iter()
-            .filter_map(|predicate| match predicate {
-                Predicate::Resolves { capture, to } => {
-                    let name = query.capture_names()[*capture as usize];
-                    let (field, _) = direct.iter().find(|(_, c)| c == name)?;
-                    let field = python().field_id_for_name(field)?.get();
-                    Some((field, to.clone()))
-                }
-                _ => None,
-            })
-            .collect();
         Ok(MatchClause {
             query,
             root_kind: root_kind_id,
@@ -445,7 +467,6 @@ impl MatchClause {
             message: raw.message,
             require,
             fix,
-            prefilter,
         })
     }
 }

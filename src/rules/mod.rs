@@ -78,7 +78,7 @@ impl Entry {
         match self {
             Entry::Rust { rule, check } => check.check(rule, node, checker, out),
             Entry::Clause { rule, spec, clause } => {
-                declarative::run_clause(rule, &spec.clauses()[*clause], node, checker, cursor, out)
+                declarative::run_clause(rule, spec, *clause, node, checker, cursor, out)
             }
         }
     }

@@ -11,18 +11,22 @@ use crate::diagnostic::{Diagnostic, Edit, Fix};
 pub use crate::parse::{ArgumentLookup, find_argument};
 use crate::parse::{FIELDS, KINDS};
 use crate::rule_meta::RuleMeta;
-use crate::rule_meta::declarative::{FixEdit, FixSpec, GradRequirement, MatchClause, Predicate};
+use crate::rule_meta::declarative::{
+    DeclarativeRule, FixEdit, FixSpec, GradRequirement, MatchClause, Predicate,
+};
 
-/// Runs one clause at `node` (whose kind is the clause's root kind).
+/// Runs clause `index` of a rule at `node` (whose kind is the clause's root kind): its
+/// prefilter first, so that the query is compiled only once a node passes it.
 pub fn run_clause<'a>(
     rule: &Arc<RuleMeta>,
-    clause: &MatchClause,
+    spec: &DeclarativeRule,
+    index: usize,
     node: Node<'a>,
     checker: &Checker<'a>,
     cursor: &mut QueryCursor,
     out: &mut Vec<Diagnostic>,
 ) {
-    for (field, to) in &clause.prefilter {
+    for (field, to) in spec.prefilter(index) {
         let child = if *field == FIELDS.function {
             // Skip resolving callees that cannot end in any of the names.
             let may_match =
@@ -41,6 +45,7 @@ pub fn run_clause<'a>(
             return;
         }
     }
+    let clause = &spec.clauses()[index];
     let source = checker.text().as_bytes();
     let mut matches = cursor.matches(&clause.query, node, source);
     while let Some(found) = matches.next() {
