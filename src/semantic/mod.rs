@@ -20,6 +20,7 @@ pub mod instances;
 pub mod modules;
 pub mod per_batch;
 pub mod position;
+pub mod receivers;
 pub mod resets;
 pub mod scope;
 pub mod steps;

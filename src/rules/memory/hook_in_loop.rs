@@ -158,7 +158,7 @@ fn on_a_model_passed_in<'a>(checker: &Checker<'a>, call: Node<'a>) -> bool {
     else {
         return false;
     };
-    let root = chain_root(checker, receiver);
+    let root = checker.analysis.chain_root(receiver);
     if root.kind_id() == KINDS.identifier {
         // `for m in model.modules(): m.register_...`: the model the loop walks.
         let name = checker.node_text(root);
@@ -173,71 +173,13 @@ fn on_a_model_passed_in<'a>(checker: &Checker<'a>, call: Node<'a>) -> bool {
                 .flatten()
         });
         return match walked {
-            Some(iterable) => given_model(checker, chain_root(checker, iterable)),
-            None => given_model(checker, root),
+            Some(iterable) => checker
+                .analysis
+                .given_model(checker.analysis.chain_root(iterable)),
+            None => checker.analysis.given_model(root),
         };
     }
-    given_model(checker, root)
-}
-
-/// `model` of `model.layer4[-1]`, `dict(model.named_modules())[name]`, `self.model.blocks`:
-/// the name or `self.` attribute a chain of attributes, subscripts and calls starts from.
-fn chain_root<'a>(checker: &Checker<'a>, node: Node<'a>) -> Node<'a> {
-    let mut root = node;
-    for _ in 0..32 {
-        let next = match root.kind_id() {
-            k if k == KINDS.attribute => checker.field(root, FIELDS.object),
-            k if k == KINDS.subscript => checker.field(root, FIELDS.value),
-            k if k == KINDS.call => checker.field(root, FIELDS.function).and_then(|function| {
-                if function.kind_id() == KINDS.attribute {
-                    checker.field(function, FIELDS.object)
-                } else {
-                    // `dict(model.named_modules())`: what the builtin is given.
-                    checker.arguments(root).and_then(|a| a.named_child(0))
-                }
-            }),
-            _ => None,
-        };
-        match next {
-            // `self.model`: the attribute is the root.
-            Some(inner) if checker.node_text(inner) == "self" => break,
-            Some(inner) => root = inner,
-            None => break,
-        }
-    }
-    root
-}
-
-/// A parameter, a `self.` attribute holding a model (or a method of the instance returning
-/// one), or a local name taken from one (`layer = dict(model.named_modules())[name]`).
-fn given_model<'a>(checker: &Checker<'a>, root: Node<'a>) -> bool {
-    given_model_at_depth(checker, root, 0)
-}
-
-fn given_model_at_depth<'a>(checker: &Checker<'a>, root: Node<'a>, depth: usize) -> bool {
-    // `self.register_hook(hook)`: the class's own method of that name (a runner's hooks).
-    if root.kind_id() == KINDS.identifier && checker.node_text(root) == "self" {
-        return false;
-    }
-    if root.kind_id() == KINDS.identifier {
-        return checker.analysis.is_parameter(root)
-            || (depth < 4
-                && checker.analysis.bound_value(root).is_some_and(|value| {
-                    given_model_at_depth(checker, chain_root(checker, value), depth + 1)
-                }));
-    }
-    // `self.model`: a model the instance holds; `self.find_layer(name)`: a layer its own method
-    // looks up (what a forward hook is registered on is a module, whatever the file can tell).
-    match root.kind_id() {
-        k if k == KINDS.attribute => {
-            checker.node_text(root).starts_with("self.")
-                && checker.analysis.facts(root).kind == Kind::Module
-        }
-        k if k == KINDS.call => checker
-            .callee(root)
-            .is_some_and(|callee| checker.node_text(callee).starts_with("self.")),
-        _ => false,
-    }
+    checker.analysis.given_model(root)
 }
 
 /// A training, epoch or batch loop.
