@@ -17,14 +17,13 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.dont_write_bytecode = True
 from fetch_corpus import CORPUS  # noqa: E402
+from staged_file import timed  # noqa: E402
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
@@ -43,12 +42,6 @@ def script(lines: int) -> str:
         out.append(f"def part_{n}():\n" + "".join(f"    {line}\n" for line in body.splitlines()))
         n += 1
     return "import torch\n" + "".join(out)
-
-
-def timed(cmd: list[str], cwd: Path) -> float:
-    start = time.perf_counter()
-    subprocess.run(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - start
 
 
 def main() -> int:

@@ -21,16 +21,14 @@ impl<'a> Analysis<'a> {
             let mut frozen = FxHashSet::default();
             let mut thawed = FxHashSet::default();
             for (name, calls) in &self.model.calls_by_name {
-                // Most call names are none of these: a cheap look before a lowercase copy.
-                if !name.contains("reeze")
-                    && !name.contains("REEZE")
-                    && !name.ends_with("requires_grad")
-                    && *name != "requires_grad_"
-                    && !name.eq_ignore_ascii_case("thaw")
-                {
-                    continue;
-                }
-                let lower = name.to_ascii_lowercase();
+                // Asked of every call name of a file: lowercased into a copy only when it has
+                // capitals.
+                let lower: std::borrow::Cow<'_, str> =
+                    if name.bytes().any(|b| b.is_ascii_uppercase()) {
+                        name.to_ascii_lowercase().into()
+                    } else {
+                        (*name).into()
+                    };
                 let freezes = lower == "deactivate_requires_grad"
                     || (lower.contains("freeze") && !lower.contains("unfreeze"));
                 let thaws = lower == "activate_requires_grad"

@@ -843,23 +843,9 @@ impl<'a> Analysis<'a> {
         }
     }
 
-    /// Whether a plain name's reaching binding is a parameter of its function.
-    pub fn is_parameter(&self, node: Node<'a>) -> bool {
-        self.model
-            .scopes
-            .lookup(self.scope_at(node), self.text(node), node.start_byte())
-            .and_then(|(_, bindings)| {
-                bindings
-                    .iter()
-                    .rev()
-                    .find(|b| b.offset <= node.start_byte())
-                    .or(bindings.last())
-            })
-            .is_some_and(|binding| matches!(binding.site, Site::Parameter { .. }))
-    }
-
-    /// The value last assigned to a plain name before `node` (`weights = [0.5, 1.5]`).
-    pub fn bound_value(&self, node: Node<'a>) -> Option<Node<'a>> {
+    /// The binding of a plain name that reaches `node`: the last one before it, else the last
+    /// one (a name assigned later in a loop, or in an enclosing scope).
+    fn reaching_binding(&self, node: Node<'a>) -> Option<&super::scope::Binding<'a>> {
         if node.kind_id() != KINDS.identifier {
             return None;
         }
@@ -867,12 +853,22 @@ impl<'a> Analysis<'a> {
             self.model
                 .scopes
                 .lookup(self.scope_at(node), self.text(node), node.start_byte())?;
-        let binding = bindings
+        bindings
             .iter()
             .rev()
             .find(|b| b.offset <= node.start_byte())
-            .or(bindings.last())?;
-        match binding.site {
+            .or(bindings.last())
+    }
+
+    /// Whether a plain name's reaching binding is a parameter of its function.
+    pub fn is_parameter(&self, node: Node<'a>) -> bool {
+        self.reaching_binding(node)
+            .is_some_and(|binding| matches!(binding.site, Site::Parameter { .. }))
+    }
+
+    /// The value last assigned to a plain name before `node` (`weights = [0.5, 1.5]`).
+    pub fn bound_value(&self, node: Node<'a>) -> Option<Node<'a>> {
+        match self.reaching_binding(node)?.site {
             Site::Value { value, index: None } => Some(value),
             _ => None,
         }
@@ -881,19 +877,7 @@ impl<'a> Analysis<'a> {
     /// The expression a name's reaching assignment gives it, for `a, b = x, y` the matching
     /// element (or the whole right-hand side when it is not a literal tuple).
     pub fn reaching_value(&self, node: Node<'a>) -> Option<Node<'a>> {
-        if node.kind_id() != KINDS.identifier {
-            return None;
-        }
-        let (_, bindings) =
-            self.model
-                .scopes
-                .lookup(self.scope_at(node), self.text(node), node.start_byte())?;
-        let binding = bindings
-            .iter()
-            .rev()
-            .find(|b| b.offset <= node.start_byte())
-            .or(bindings.last())?;
-        match binding.site {
+        match self.reaching_binding(node)?.site {
             Site::Value { value, index: None } => Some(value),
             Site::Value {
                 value,
@@ -2012,18 +1996,7 @@ impl<'a> Analysis<'a> {
     /// `output_device` of `def score(..., output_device="cpu")`: a device parameter whose
     /// default is the host; the code shows the host unless a caller asks otherwise.
     fn host_by_default(&self, value: Node<'a>) -> bool {
-        if value.kind_id() != KINDS.identifier {
-            return false;
-        }
-        self.model
-            .scopes
-            .lookup(self.scope_at(value), self.text(value), value.start_byte())
-            .and_then(|(_, bindings)| {
-                bindings
-                    .iter()
-                    .rev()
-                    .find(|b| b.offset <= value.start_byte())
-            })
+        self.reaching_binding(value)
             .and_then(|binding| match binding.site {
                 Site::Parameter { function, index } => self.parameter_default(function, index),
                 _ => None,
@@ -2556,10 +2529,9 @@ pub fn looks_like_model(name: &str) -> bool {
         "target_model",
     ];
     // Asked of every call name of a file: compared in place, not lowercased into a copy.
-    name.len() <= 13
-        && MODEL_NAMES
-            .iter()
-            .any(|model| model.eq_ignore_ascii_case(name))
+    MODEL_NAMES
+        .iter()
+        .any(|model| model.eq_ignore_ascii_case(name))
 }
 
 fn is_float64_dtype(text: &str) -> bool {

@@ -89,7 +89,7 @@ impl EvalWithoutNoGrad {
             };
         if !in_eval
             || needs_gradients(checker, function, forward.receiver)
-            || frozen(checker, forward.receiver)
+            || checker.analysis.frozen(forward.receiver)
         {
             return;
         }
@@ -410,9 +410,4 @@ fn needs_gradients<'a>(checker: &Checker<'a>, function: Option<Node<'a>>, receiv
         && !file.contains(&format!("{receiver}.parameters()"))
         && !file.contains(&format!("{receiver}.named_parameters()"));
     !(region.contains(".step(") && optimizes_other)
-}
-
-/// A model whose parameters were frozen records no graph from its own weights.
-fn frozen<'a>(checker: &Checker<'a>, receiver: &str) -> bool {
-    checker.analysis.frozen(receiver)
 }
