@@ -52,8 +52,17 @@ impl<'a> Analysis<'a> {
         let classes = self.instance_classes(object);
         let runs = if classes.is_empty() {
             // A model of a class the file does not show: a method whose name says it runs
-            // the model (`val_step`, `predict`, `encode`, `forward_features`).
-            self.member_runs_forward(attribute) || runs_model_by_name(attribute)
+            // the model (`val_step`, `predict`, `encode`, `forward_features`), or one given
+            // tensors to compute with (`lambda_model.intensity(batch)`), unless the file's own
+            // model classes define the method and it runs nothing.
+            let mut own = self.model_class_methods(attribute).peekable();
+            if own.peek().is_some() {
+                own.any(|method| self.runs_forward(method))
+            } else {
+                self.is_model_member(attribute)
+                    || runs_model_by_name(attribute)
+                    || self.given_tensors(call)
+            }
         } else {
             runs_model_by_name(attribute)
                 || classes.iter().any(|class| match class {
@@ -115,12 +124,16 @@ impl<'a> Analysis<'a> {
         }
     }
 
-    /// Whether `method` of one of these classes runs under a grad-disabling decorator.
+    /// Whether `method` of one of these classes runs under a grad-disabling decorator, or runs
+    /// its forward passes only inside its own `no_grad` blocks.
     fn method_disables_grad(&self, classes: &[ClassRef], method: &str) -> bool {
         classes.iter().any(|class| match class {
-            ClassRef::Local(class) => self
-                .local_method(*class, method)
-                .is_some_and(|function| self.grad().disabled_by_decorator(function)),
+            ClassRef::Local(class) => self.local_method(*class, method).is_some_and(|function| {
+                self.grad().disabled_by_decorator(function)
+                    || (method != "forward"
+                        && self.runs_forward(function)
+                        && !self.runs_forward_with_grad(function))
+            }),
             ClassRef::Imported(class) => self
                 .ask(Ask::GradDisabled(format!("{class}.{method}")))
                 .is_some(),
@@ -149,6 +162,56 @@ impl<'a> Analysis<'a> {
                     .find(|(method, _)| *method == name)
                     .map(|(_, node)| *node)
             })
+    }
+
+    /// Whether a call passes a tensor, or a list or dict literal holding one, as an argument:
+    /// a model's method given tensors computes with its weights.
+    fn given_tensors(&self, call: Node<'a>) -> bool {
+        let Some(arguments) = call.child_by_field_id(FIELDS.arguments) else {
+            return false;
+        };
+        let mut cursor = arguments.walk();
+        arguments.named_children(&mut cursor).any(|argument| {
+            let value = if argument.kind_id() == KINDS.keyword_argument {
+                match argument.child_by_field_id(FIELDS.value) {
+                    Some(value) => value,
+                    None => return false,
+                }
+            } else {
+                argument
+            };
+            self.holds_tensor(value)
+        })
+    }
+
+    /// A tensor, or a list, tuple or dict literal (or a name bound to one) with a tensor in it.
+    fn holds_tensor(&self, value: Node<'a>) -> bool {
+        if self.facts(value).kind == Kind::Tensor {
+            return true;
+        }
+        let literal = if value.kind_id() == KINDS.identifier {
+            match self.bound_value(value) {
+                Some(bound) => bound,
+                None => return false,
+            }
+        } else {
+            value
+        };
+        let kind = literal.kind_id();
+        if kind == KINDS.dictionary {
+            let mut cursor = literal.walk();
+            return literal.named_children(&mut cursor).any(|pair| {
+                pair.child_by_field_id(FIELDS.value)
+                    .is_some_and(|element| self.facts(element).kind == Kind::Tensor)
+            });
+        }
+        if kind == KINDS.list || kind == KINDS.tuple {
+            let mut cursor = literal.walk();
+            return literal
+                .named_children(&mut cursor)
+                .any(|element| self.facts(element).kind == Kind::Tensor);
+        }
+        false
     }
 
     /// A member of the file's model classes by name: a submodule, or a method that runs a

@@ -211,9 +211,37 @@ impl<'a> Analysis<'a> {
             }
             return;
         }
+        // `models["renderer"]` of `models = {"renderer": renderer, ...}`: that entry.
+        if kind == KINDS.subscript
+            && let Some(entry) = self.dict_literal_entry(node)
+        {
+            self.collect_instance_classes(entry, depth + 1, found);
+            return;
+        }
         if let Some(class) = self.instance_class_at_depth(node, depth) {
             push(class, found);
         }
+    }
+
+    /// The value a string-keyed subscript of a dict literal names: `bag["g"]` where
+    /// `bag = {"g": generator, ...}` is the name's reaching binding.
+    pub fn dict_literal_entry(&self, subscript: Node<'a>) -> Option<Node<'a>> {
+        let object = subscript.child_by_field_id(FIELDS.value)?;
+        let key = subscript.child_by_field_id(FIELDS.index)?;
+        if key.kind_id() != KINDS.string || object.kind_id() != KINDS.identifier {
+            return None;
+        }
+        let literal = self.bound_value(object)?;
+        if literal.kind_id() != KINDS.dictionary {
+            return None;
+        }
+        let key = self.text(key);
+        let mut cursor = literal.walk();
+        let found = literal.named_children(&mut cursor).find(|pair| {
+            pair.child_by_field_id(FIELDS.key)
+                .is_some_and(|k| string_value(self.text(k)) == string_value(key))
+        })?;
+        found.child_by_field_id(FIELDS.value)
     }
 
     /// `x: Net = ...`, `self.model: TextClassifier = model`: the annotated class.
@@ -511,4 +539,9 @@ impl<'a> Analysis<'a> {
             })
             .contains(text)
     }
+}
+
+/// A string literal's contents, whichever quotes it uses.
+fn string_value(literal: &str) -> &str {
+    literal.trim_matches(|c| c == '"' || c == '\'')
 }

@@ -200,9 +200,15 @@ fn forward_helper<'a>(
     }
     let local = |function: Node<'a>| -> Option<(String, Option<crate::source::TextRange>)> {
         let facts = checker.model.function_facts(function)?;
-        let own_eval = ["evaluat", "validat", "pred", "infer", "test"]
-            .iter()
-            .any(|word| facts.name.to_ascii_lowercase().contains(word));
+        // Evaluation code of its own, by its name or its own `x.eval()`: its forwards are
+        // reported where they run.
+        let own_eval =
+            ["evaluat", "validat", "pred", "infer", "test"]
+                .iter()
+                .any(|word| facts.name.to_ascii_lowercase().contains(word))
+                || checker.model.mode_calls.iter().any(|mode| {
+                    mode.eval && function.byte_range().contains(&mode.node.start_byte())
+                });
         (!own_eval && !facts.contains_training && analysis.runs_forward_with_grad(function))
             .then(|| (facts.name.clone(), Some(facts.header.clone())))
     };
