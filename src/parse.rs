@@ -362,6 +362,8 @@ pub struct Fields {
     pub index: u16,
     /// The key of a dictionary's `key: value` pair.
     pub key: u16,
+    /// The `elif`/`else` clauses of an `if` statement.
+    pub alternative: u16,
 }
 
 impl Fields {
@@ -400,6 +402,7 @@ pub static FIELDS: LazyLock<Fields> = LazyLock::new(|| {
         type_: id("type"),
         index: id("subscript"),
         key: id("key"),
+        alternative: id("alternative"),
     }
 });
 

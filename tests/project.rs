@@ -172,6 +172,33 @@ fn a_subclass_of_a_base_from_a_file_that_names_the_accelerator_runs_there() {
     assert_eq!(findings(&project, "TL104", &[]), Vec::<String>::new());
 }
 
+#[test]
+fn a_model_in_a_file_that_names_no_device_runs_where_the_run_puts_it() {
+    // A feature extractor of a package: the model it is given comes from the training script,
+    // which moves it to the GPU; the extractor's file names no device. The branch that moves
+    // the outputs to the host is taken only when writing to a file.
+    let project = Project::new();
+    project.write(
+        "reid/features.py",
+        "def extract_features(model, loader, output_file=None):\n    model.eval()\n    features = {}\n    for images, names in loader:\n        outputs = model(images).detach()\n        if output_file is not None:\n            outputs = outputs.cpu().numpy()\n        for name, output in zip(names, outputs):\n            features[name] = output\n    return features\n",
+    );
+    project.write(
+        "reid/train.py",
+        "import torch\nfrom reid.features import extract_features\n\ndef main(net, loader):\n    net = torch.nn.DataParallel(net).cuda()\n    return extract_features(net, loader)\n",
+    );
+    assert_eq!(
+        findings(&project, "TL104", &[]),
+        ["reid/features.py:9:13: TL104"]
+    );
+
+    // No file of the run names CUDA, a device or an accelerator: host code.
+    project.write(
+        "reid/train.py",
+        "from reid.features import extract_features\n\ndef main(net, loader):\n    return extract_features(net, loader)\n",
+    );
+    assert_eq!(findings(&project, "TL104", &[]), Vec::<String>::new());
+}
+
 fn findings(project: &Project, select: &str, args: &[&str]) -> Vec<String> {
     let mut all = vec!["check", "--output-format", "concise", "--select", select];
     all.extend_from_slice(args);

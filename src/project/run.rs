@@ -451,6 +451,14 @@ impl Session {
             .flat_map(|linted| linted.graph_calls.iter().cloned())
             .collect();
         keep_findings_with_graph_arguments(&mut outcomes, &graph_calls);
+        let run_names_accelerator = (0..self.facts.len()).any(|file| {
+            self.facts
+                .summary(file)
+                .is_some_and(|summary| summary.accelerator)
+        });
+        if !run_names_accelerator {
+            drop_findings_on_the_runs_device(&mut outcomes);
+        }
         let called: Vec<Option<CalledNames>> = self
             .linted
             .iter()
@@ -861,6 +869,17 @@ fn keep_findings_with_graph_arguments(outcomes: &mut [Outcome], calls: &[GraphCa
     for outcome in outcomes.iter_mut() {
         if let Outcome::Linted { file, .. } = outcome {
             linter::keep_graph_argument_findings(&mut file.diagnostics, calls);
+        }
+    }
+}
+
+/// Drops the findings that rest on some file of the run naming an accelerator
+/// (`Assumption::RunNamesAccelerator`): none does.
+fn drop_findings_on_the_runs_device(outcomes: &mut [Outcome]) {
+    for outcome in outcomes.iter_mut() {
+        if let Outcome::Linted { file, .. } = outcome {
+            file.diagnostics
+                .retain(|d| !matches!(d.assumption, Some(Assumption::RunNamesAccelerator)));
         }
     }
 }

@@ -132,6 +132,14 @@ impl<'a> Analysis<'a> {
         self
     }
 
+    /// Whether the file names no accelerator but is one file of a run of several: a model
+    /// here runs wherever the run puts it, which another file decides (`extract_features(model,
+    /// loader)` of a package whose training script calls `model.cuda()`). Findings that rest on
+    /// it carry `Assumption::RunNamesAccelerator`.
+    pub fn device_assumed(&self) -> bool {
+        self.project.is_some_and(|project| project.facts.len() > 1) && !self.targets_gpu()
+    }
+
     /// The qualified name a bare name has through one of several `from m import *`: the
     /// module of the run that defines it (a single star import resolves without asking).
     pub fn star_imported(&self, name: &str) -> Option<String> {

@@ -44,6 +44,9 @@ pub enum Assumption {
         #[serde(default)]
         device: bool,
     },
+    /// The finding (device memory in a file that names no accelerator) holds if some file of
+    /// the run names CUDA, a device or an accelerator: the run puts its models there.
+    RunNamesAccelerator,
 }
 
 /// A call that passes a graph-carrying tensor to one of the project's functions: what a

@@ -163,8 +163,11 @@ pub fn record_graph_arguments<'a>(checker: &impl Position<'a>, node: Node<'a>) {
         let mut facts = analysis.facts(*value);
         // A device tensor without a graph, passed on every batch to a method that keeps it
         // (`evaluator.update(preds)`): what TL104's finding on the keeping line waits for.
+        // (Only where the file itself names the accelerator: another file's finding cannot
+        // carry this one's assumption about the run.)
         if stored.keeps.device
             && per_batch
+            && !analysis.device_assumed()
             && facts.graph != crate::semantic::values::Tri::Yes
             && facts.device == crate::semantic::values::Tri::Yes
             && matches!(
@@ -237,7 +240,8 @@ fn record_device_arguments_by_name<'a>(
     let arguments = passed.arguments(checker);
     let on_device = |value: Node<'a>| {
         let facts = analysis.facts(value);
-        facts.kind == crate::semantic::values::Kind::Tensor
+        !analysis.device_assumed()
+            && facts.kind == crate::semantic::values::Kind::Tensor
             && facts.device == crate::semantic::values::Tri::Yes
             && facts.graph != crate::semantic::values::Tri::Yes
     };

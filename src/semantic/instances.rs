@@ -341,7 +341,10 @@ impl<'a> Analysis<'a> {
         };
         // A model's method computes on the model's device, which the caller decides: the
         // class's own file need not name one.
-        if model && facts.kind == Kind::Tensor && facts.device == Tri::Unknown && self.targets_gpu()
+        if model
+            && facts.kind == Kind::Tensor
+            && facts.device == Tri::Unknown
+            && self.device_by_default()
         {
             facts.device = Tri::Yes;
         }

@@ -21,6 +21,10 @@ use crate::parse::{FIELDS, KINDS};
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct FileSummary {
     pub names: Vec<(String, Symbol)>,
+    /// The file names CUDA, a device or an accelerator: the run puts work on one, so a model
+    /// in a file of the run that names none may run there too.
+    #[serde(default)]
+    pub accelerator: bool,
 }
 
 impl FileSummary {
@@ -152,8 +156,9 @@ const SAME_VALUE_METHODS: &[&str] = &[
 /// path, to make its own names and relative imports absolute.
 pub fn summarize(analysis: &Analysis<'_>, module: &str, demand: &Demand) -> FileSummary {
     let mut names: Vec<(String, Symbol)> = Vec::new();
+    let accelerator = analysis.targets_gpu();
     if demand.is_nothing() {
-        return FileSummary { names };
+        return FileSummary { names, accelerator };
     }
     let model = analysis.model;
     let module_scope = model.scopes.get(0);
@@ -190,7 +195,7 @@ pub fn summarize(analysis: &Analysis<'_>, module: &str, demand: &Demand) -> File
         }
     }
     names.sort_by(|a, b| a.0.cmp(&b.0));
-    FileSummary { names }
+    FileSummary { names, accelerator }
 }
 
 /// A module-level `def` or `class` bound at `offset`.

@@ -680,6 +680,13 @@ impl<'a> Analysis<'a> {
         let Some(binding) = binding else {
             return ValueFacts::default();
         };
+        // `if output_file: outputs = outputs.cpu()`: moved to the host on one path only; on the
+        // other the use sees what the name held before, on the device.
+        if found_in == scope
+            && let Some(before) = self.device_before_conditional_move(node, binding, bindings)
+        {
+            return before;
+        }
         if let BindingKind::Import(qualified) = &binding.kind {
             // An imported class (`from models import Net`, then `cls = Net`): a model class
             // if the fact base says so. Modules and functions are not values rules ask about.
@@ -860,6 +867,66 @@ impl<'a> Analysis<'a> {
             .or(bindings.last())
     }
 
+    /// The facts of the binding before `binding` when `binding` moves the name's value to the
+    /// host inside an `if` (without `else`) that does not hold the use, and that earlier value
+    /// is on the device: the path that skips the branch keeps it there.
+    fn device_before_conditional_move(
+        &self,
+        use_node: Node<'a>,
+        binding: &super::scope::Binding<'a>,
+        bindings: &[super::scope::Binding<'a>],
+    ) -> Option<ValueFacts> {
+        let Site::Value { value, index: None } = binding.site else {
+            return None;
+        };
+        if binding.offset > use_node.start_byte() {
+            return None;
+        }
+        // The `if` around the assignment, below the innermost statement holding both.
+        let mut branch = value.parent()?;
+        loop {
+            let kind = branch.kind_id();
+            if branch.byte_range().contains(&use_node.start_byte())
+                || kind == KINDS.function_definition
+                || kind == KINDS.class_definition
+            {
+                return None;
+            }
+            if kind == KINDS.if_statement {
+                break;
+            }
+            branch = branch.parent()?;
+        }
+        if branch.child_by_field_id(FIELDS.alternative).is_some() {
+            return None;
+        }
+        let earlier = bindings
+            .iter()
+            .rev()
+            .find(|b| b.offset < branch.start_byte())?;
+        let Site::Value {
+            value: before,
+            index,
+        } = earlier.site
+        else {
+            return None;
+        };
+        // Cheap test first: only a move to the host hides the earlier value's device.
+        let moved = self.text(value);
+        if ![".cpu()", ".numpy()", ".tolist()", ".item()"]
+            .iter()
+            .any(|host| moved.contains(host))
+        {
+            return None;
+        }
+        let facts = match index.and_then(|i| element_of(before, i)) {
+            Some(element) => self.facts(element),
+            None if index.is_none() => self.facts(before),
+            None => return None,
+        };
+        (facts.device == Tri::Yes && self.facts(value).device == Tri::No).then_some(facts)
+    }
+
     /// Whether a plain name's reaching binding is a parameter of its function.
     pub fn is_parameter(&self, node: Node<'a>) -> bool {
         self.reaching_binding(node)
@@ -923,7 +990,7 @@ impl<'a> Analysis<'a> {
         {
             // A framework moved the batch to the model's device before calling the hook; a
             // class of the framework's runs where the framework puts it.
-            let device = if of_framework_class || self.targets_gpu() {
+            let device = if of_framework_class || self.device_by_default() {
                 Tri::Yes
             } else {
                 Tri::Unknown
@@ -1685,7 +1752,7 @@ impl<'a> Analysis<'a> {
                 .callee(call)
                 .is_some_and(|callee| self.forward_disables_grad(callee));
         let mut device = module.device.or(inputs.device);
-        if device == Tri::Unknown && self.targets_gpu() {
+        if device == Tri::Unknown && self.device_by_default() {
             // A script that picks a GPU runs its models there.
             device = Tri::Yes;
         }
@@ -1937,6 +2004,12 @@ impl<'a> Analysis<'a> {
                 || mentions("lightning")
                 || self.derives_from_accelerator_class()
         })
+    }
+
+    /// Whether a model of unknown placement runs on the accelerator: the file names one, or
+    /// another file of the run may (see [`Analysis::device_assumed`]).
+    pub(super) fn device_by_default(&self) -> bool {
+        self.targets_gpu() || self.device_assumed()
     }
 
     /// `class Net(Base)` with `Base` from a file that names the accelerator (a

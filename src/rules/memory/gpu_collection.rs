@@ -14,6 +14,7 @@ use crate::diagnostic::Diagnostic;
 use crate::parse::{FIELDS, KINDS};
 use crate::rule_meta::RuleMeta;
 use crate::rules::Check;
+use crate::semantic::cross_file::Assumption;
 use crate::semantic::values::{Kind, Tri};
 
 pub struct GpuCollection;
@@ -29,6 +30,28 @@ impl Check for GpuCollection {
     }
 
     fn check<'a>(
+        &self,
+        rule: &Arc<RuleMeta>,
+        call: Node<'a>,
+        checker: &Checker<'a>,
+        out: &mut Vec<Diagnostic>,
+    ) {
+        let start = out.len();
+        self.check_node(rule, call, checker, out);
+        // In a file that names no accelerator, the device is the run's: the finding holds if
+        // another file of it names one.
+        if out.len() > start && checker.analysis.device_assumed() {
+            for diagnostic in &mut out[start..] {
+                if diagnostic.assumption.is_none() {
+                    diagnostic.assumption = Some(Assumption::RunNamesAccelerator);
+                }
+            }
+        }
+    }
+}
+
+impl GpuCollection {
+    fn check_node<'a>(
         &self,
         rule: &Arc<RuleMeta>,
         call: Node<'a>,
@@ -199,7 +222,7 @@ fn check_stored_argument<'a>(
     let Some(assumption) = super::stored_argument_assumption(checker, &store, true) else {
         return;
     };
-    let crate::semantic::cross_file::Assumption::GraphArgument { name, .. } = &assumption else {
+    let Assumption::GraphArgument { name, .. } = &assumption else {
         return;
     };
     let message = rule
