@@ -79,7 +79,9 @@ impl<'a> Analysis<'a> {
                     }
                 })
         };
-        if !runs {
+        // Given only NumPy arrays it runs elsewhere (an ONNX session behind the same attribute):
+        // a torch module computes on tensors.
+        if !runs || self.given_only_arrays(call) {
             return None;
         }
         let mut forward = self.forward_of(object, callee, object_facts);
@@ -182,6 +184,27 @@ impl<'a> Analysis<'a> {
             };
             self.holds_tensor(value)
         })
+    }
+
+    /// Whether every argument of a call is a NumPy array (and there is one).
+    fn given_only_arrays(&self, call: Node<'a>) -> bool {
+        let Some(arguments) = call.child_by_field_id(FIELDS.arguments) else {
+            return false;
+        };
+        let mut cursor = arguments.walk();
+        let mut values = arguments.named_children(&mut cursor).map(|argument| {
+            if argument.kind_id() == KINDS.keyword_argument {
+                argument.child_by_field_id(FIELDS.value)
+            } else {
+                Some(argument)
+            }
+        });
+        let mut any = false;
+        let all = values.all(|value| {
+            any = true;
+            value.is_some_and(|value| self.facts(value).kind == Kind::Numpy)
+        });
+        any && all
     }
 
     /// A tensor, or a list, tuple or dict literal (or a name bound to one) with a tensor in it.
