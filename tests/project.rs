@@ -199,6 +199,54 @@ fn a_model_in_a_file_that_names_no_device_runs_where_the_run_puts_it() {
     assert_eq!(findings(&project, "TL104", &[]), Vec::<String>::new());
 }
 
+#[test]
+fn a_model_a_base_class_of_another_file_keeps_is_known_through_a_package_init() {
+    // `Sampler` (re-exported by the package's `__init__.py` with a relative star import) puts
+    // the denoiser it is given in eval mode; the subclass in another file runs it with grad on.
+    let project = Project::new();
+    project.write("morered/__init__.py", "");
+    project.write(
+        "morered/sampling/__init__.py",
+        "from .base import *\nfrom .joint import *\n",
+    );
+    project.write(
+        "morered/sampling/base.py",
+        "import torch\n\n\nclass Sampler:\n    def __init__(self, denoiser, device):\n        self.denoiser = denoiser.to(device).eval()\n",
+    );
+    project.write(
+        "morered/sampling/joint.py",
+        "from morered.sampling import Sampler\n\n\nclass JointSampler(Sampler):\n    def inference_step(self, inputs):\n        return self.denoiser(inputs)[\"eps\"].detach()\n",
+    );
+    assert_eq!(
+        findings(&project, "TL101", &[]),
+        ["morered/sampling/joint.py:6:16: TL101"]
+    );
+}
+
+#[test]
+fn a_model_kept_by_a_wrapper_class_of_another_file_runs_on_its_device() {
+    // `CLIPModel` is no module: it keeps a pretrained model on its device, and the embedding
+    // loop of another file (which names no device) runs that model through the wrapper.
+    let project = Project::new();
+    project.write("src/__init__.py", "");
+    project.write(
+        "src/models/__init__.py",
+        "from .clip_model import CLIPModel\n",
+    );
+    project.write(
+        "src/models/clip_model.py",
+        "import torch\nfrom transformers import CLIPModel as HFClip\n\n\nclass CLIPModel:\n    def __init__(self, name):\n        self.device = \"cuda\" if torch.cuda.is_available() else \"cpu\"\n        self.model = HFClip.from_pretrained(name).to(self.device)\n",
+    );
+    project.write(
+        "src/embed.py",
+        "import torch\nfrom torch.utils.data import DataLoader\nfrom src.models import CLIPModel\n\n\ndef build(model: CLIPModel, dataset):\n    embeddings = []\n    with torch.inference_mode():\n        for batch in DataLoader(dataset):\n            features = model.model.get_image_features(pixel_values=batch[\"pixel_values\"])\n            embeddings.append(features)\n    return embeddings\n",
+    );
+    assert_eq!(
+        findings(&project, "TL104", &[]),
+        ["src/embed.py:11:13: TL104"]
+    );
+}
+
 fn findings(project: &Project, select: &str, args: &[&str]) -> Vec<String> {
     let mut all = vec!["check", "--output-format", "concise", "--select", select];
     all.extend_from_slice(args);

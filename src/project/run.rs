@@ -583,7 +583,7 @@ fn link(facts: &FactBase, scanned: &[Vec<Import>]) -> (Vec<Vec<usize>>, Vec<Dema
         .par_iter()
         .enumerate()
         .map(|(importer, imports)| {
-            let here = facts.module(importer);
+            let here = facts.import_base(importer);
             let mut needs = Vec::new();
             for import in imports {
                 let module = crate::semantic::summary::absolute_module(&import.module, here);
@@ -696,7 +696,7 @@ fn lint_in_project(
     let project = ProjectContext {
         facts,
         file: Some(index),
-        module: facts.module(index),
+        module: facts.import_base(index),
         demand,
     };
     // The session keeps every file's hash (what a later update compares), cache or not.

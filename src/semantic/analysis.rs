@@ -284,7 +284,12 @@ impl<'a> Analysis<'a> {
     /// The dotted path of this file in the project (its functions' canonical names start with
     /// it).
     pub fn module_path(&self) -> Option<&'a str> {
-        self.project.map(|project| project.module)
+        self.project.map(|project| {
+            project
+                .module
+                .strip_suffix(".__init__")
+                .unwrap_or(project.module)
+        })
     }
 
     /// The `self.<attribute> = ...` assignments of the file, in document order.

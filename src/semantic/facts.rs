@@ -26,6 +26,10 @@ pub struct FactBase {
     /// Each file's dotted path, from its absolute path (`/src/pkg/models.py` →
     /// `src.pkg.models`): an import names a file when the file's path ends with it.
     modules: Vec<String>,
+    /// Where each file's relative imports start from: its dotted path, and for a package's
+    /// `__init__.py` that path and `.__init__` (`from .base import x` in `pkg/__init__.py` is
+    /// `pkg.base`, one level below the package, not beside it).
+    import_bases: Vec<String>,
     /// Files by the last component of their dotted path.
     by_last: HashMap<String, Vec<u32>>,
     summaries: Vec<OnceLock<Arc<FileSummary>>>,
@@ -112,6 +116,9 @@ pub enum Ask {
     /// Whether a class of this name, or a base of it, is defined in a file that names CUDA, a
     /// device or an accelerator.
     AcceleratorClass(String),
+    /// The model an instance of a class keeps in an attribute (`pkg.Sampler.denoiser`), by
+    /// the class or one of its bases.
+    Attribute(String),
 }
 
 impl Ask {
@@ -127,7 +134,8 @@ impl Ask {
             | Ask::Defines(name)
             | Ask::Stores(name)
             | Ask::NoGradHook { class: name, .. }
-            | Ask::AcceleratorClass(name) => name,
+            | Ask::AcceleratorClass(name)
+            | Ask::Attribute(name) => name,
         }
     }
 }
@@ -152,6 +160,18 @@ impl FactBase {
                 }
             })
             .collect();
+        let import_bases = paths
+            .iter()
+            .zip(&modules)
+            .map(|(path, module)| {
+                let package = path.file_stem().is_some_and(|stem| stem == "__init__");
+                if package {
+                    format!("{module}.__init__")
+                } else {
+                    module.clone()
+                }
+            })
+            .collect();
         let mut by_last: HashMap<String, Vec<u32>> = HashMap::default();
         for (index, module) in modules.iter().enumerate() {
             let last = module.rsplit('.').next().unwrap_or(module);
@@ -163,6 +183,7 @@ impl FactBase {
         let summaries = modules.iter().map(|_| OnceLock::new()).collect();
         FactBase {
             modules,
+            import_bases,
             by_last,
             summaries,
             storing_methods: std::sync::RwLock::default(),
@@ -196,6 +217,11 @@ impl FactBase {
     /// The dotted path the fact base knows a file by: relative imports start from it.
     pub fn module(&self, file: usize) -> &str {
         &self.modules[file]
+    }
+
+    /// Where the file's relative imports start from (see [`FactBase::import_bases`]).
+    pub fn import_base(&self, file: usize) -> &str {
+        &self.import_bases[file]
     }
 
     /// Records a file's summary (once: a file is summarised when it is linted).
@@ -289,6 +315,21 @@ impl FactBase {
                 return Lookup::Pending;
             };
             let Some(symbol) = summary.get(first) else {
+                // Re-exported from a module the file star-imports (`from .base import *` in a
+                // package's `__init__.py`).
+                if let Some(found) = summary.stars.iter().find_map(|star| {
+                    let mut target = star.clone();
+                    for part in rest {
+                        target.push('.');
+                        target.push_str(part);
+                    }
+                    match self.lookup_at_depth(&target, Some(file), depth + 1) {
+                        Lookup::External => None,
+                        found => Some(found),
+                    }
+                }) {
+                    return found;
+                }
                 // Not a summarised name: not imported by anyone, or not module-level.
                 return Lookup::External;
             };
@@ -464,6 +505,29 @@ impl FactBase {
         }
     }
 
+    /// What instances of a class keep in an attribute (`pkg.Sampler.denoiser`), as the class or
+    /// one of its bases assigns it.
+    fn kept_attribute(
+        &self,
+        qualified: &str,
+        importer: Option<usize>,
+        depth: usize,
+    ) -> Option<ValueFacts> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        let (class_name, attribute) = qualified.rsplit_once('.')?;
+        let Lookup::Symbol(Symbol::Class(class)) = self.lookup(class_name, importer) else {
+            return None;
+        };
+        if let Some((_, facts)) = class.attributes.iter().find(|(name, _)| name == attribute) {
+            return Some(*facts);
+        }
+        class.bases.iter().find_map(|base| {
+            self.kept_attribute(&format!("{base}.{attribute}"), importer, depth + 1)
+        })
+    }
+
     /// The summary of the function a qualified name refers to.
     pub fn function(&self, qualified: &str, importer: Option<usize>) -> Option<&FunctionSummary> {
         match self.lookup(qualified, importer) {
@@ -503,6 +567,7 @@ impl FactBase {
             Ask::AcceleratorClass(name) => {
                 Answer::yes_if(self.is_accelerator_class(name, importer, 0))
             }
+            Ask::Attribute(name) => Answer::from_facts(self.kept_attribute(name, importer, 0)),
             Ask::Stores(name) => match self.function(name, importer) {
                 Some(function) if !function.stores.is_empty() => {
                     Answer::Stores(function.stores.clone())

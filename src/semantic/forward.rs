@@ -7,7 +7,7 @@ use tree_sitter::Node;
 use super::analysis::Analysis;
 use super::facts::Ask;
 use super::instances::ClassRef;
-use super::values::{Kind, ValueFacts, is_non_forward_method};
+use super::values::{Kind, Tri, ValueFacts, is_non_forward_method};
 use crate::parse::{Descend, FIELDS, KINDS, Visit, walk};
 
 /// A call that runs a model.
@@ -42,7 +42,7 @@ impl<'a> Analysis<'a> {
         let object_facts = self.facts(object);
         if object_facts.kind != Kind::Module
             || !is_forward_method(attribute)
-            || is_non_forward_method(attribute)
+            || (is_non_forward_method(attribute) && !self.getter_given_tensors(call, attribute))
         {
             return None;
         }
@@ -186,6 +186,20 @@ impl<'a> Analysis<'a> {
         })
     }
 
+    /// `model.get_image_features(pixel_values=x)` of a pretrained model: named like a getter,
+    /// but given tensors to compute with (a getter takes none: `get_input_embeddings()`,
+    /// `get_submodule("fc")`). A project's own model class may name a helper that only reads
+    /// its arguments so (`get_images_and_metrics(inp, out, target)`).
+    pub(super) fn getter_given_tensors(&self, call: Node<'a>, method: &str) -> bool {
+        method.starts_with("get_")
+            && self
+                .model
+                .callee(call)
+                .and_then(|callee| callee.child_by_field_id(FIELDS.object))
+                .is_some_and(|receiver| self.facts(receiver).pretrained)
+            && self.given_tensors(call)
+    }
+
     /// Whether every argument of a call is a NumPy array (and there is one).
     fn given_only_arrays(&self, call: Node<'a>) -> bool {
         let Some(arguments) = call.child_by_field_id(FIELDS.arguments) else {
@@ -209,7 +223,17 @@ impl<'a> Analysis<'a> {
 
     /// A tensor, or a list, tuple or dict literal (or a name bound to one) with a tensor in it.
     fn holds_tensor(&self, value: Node<'a>) -> bool {
-        if self.facts(value).kind == Kind::Tensor {
+        let facts = self.facts(value);
+        // A tensor, or data moved to the device (`batch["x"].cuda()`).
+        if facts.kind == Kind::Tensor || (facts.kind != Kind::Module && facts.device == Tri::Yes) {
+            return true;
+        }
+        // `batch["pixel_values"]`: an entry of a batch from a loader (a dict of tensors).
+        if value.kind_id() == KINDS.subscript
+            && value
+                .child_by_field_id(FIELDS.value)
+                .is_some_and(|batch| self.facts(batch).kind == Kind::Tensor)
+        {
             return true;
         }
         let literal = if value.kind_id() == KINDS.identifier {

@@ -25,6 +25,10 @@ pub struct FileSummary {
     /// in a file of the run that names none may run there too.
     #[serde(default)]
     pub accelerator: bool,
+    /// The modules it imports with `from m import *` (absolute): a package's `__init__.py`
+    /// re-exports their names.
+    #[serde(default)]
+    pub stars: Vec<String>,
 }
 
 impl FileSummary {
@@ -61,6 +65,11 @@ pub struct ClassSummary {
     pub accelerator: bool,
     /// Methods other files may call on an instance, with their summaries.
     pub methods: Vec<(String, FunctionSummary)>,
+    /// The models an instance keeps on `self`, by attribute, when the class is no model
+    /// itself (a sampler, predictor or trainer holding `self.denoiser = load(p).eval()`): its
+    /// subclasses and users in other files run them.
+    #[serde(default)]
+    pub attributes: Vec<(String, ValueFacts)>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -158,8 +167,19 @@ pub fn summarize(analysis: &Analysis<'_>, module: &str, demand: &Demand) -> File
     let mut names: Vec<(String, Symbol)> = Vec::new();
     let accelerator = analysis.targets_gpu();
     if demand.is_nothing() {
-        return FileSummary { names, accelerator };
+        return FileSummary {
+            names,
+            accelerator,
+            stars: Vec::new(),
+        };
     }
+    let stars = analysis
+        .model
+        .scopes
+        .star_imports
+        .iter()
+        .map(|star| absolute_module(star, module))
+        .collect();
     let model = analysis.model;
     let module_scope = model.scopes.get(0);
     for (&name, bindings) in &module_scope.bindings {
@@ -195,7 +215,11 @@ pub fn summarize(analysis: &Analysis<'_>, module: &str, demand: &Demand) -> File
         }
     }
     names.sort_by(|a, b| a.0.cmp(&b.0));
-    FileSummary { names, accelerator }
+    FileSummary {
+        names,
+        accelerator,
+        stars,
+    }
 }
 
 /// A module-level `def` or `class` bound at `offset`.
@@ -245,12 +269,18 @@ fn class_summary(analysis: &Analysis<'_>, module: &str, index: usize) -> ClassSu
             )
         })
         .collect();
+    let attributes = if local {
+        Vec::new()
+    } else {
+        analysis.kept_models(index)
+    };
     ClassSummary {
         module: local,
         bases,
         loss: class.name.ends_with("Loss"),
         accelerator: analysis.targets_gpu(),
         methods,
+        attributes,
     }
 }
 
@@ -371,7 +401,10 @@ const OWN_MODULE: &str = "\u{0}.";
 /// `.utils.f` imported from `pkg.train` is `pkg.utils.f`; `..x` is one package further up;
 /// a name of the file itself (see [`OWN_MODULE`]) is put in the file's module.
 pub fn absolute_module(imported: &str, importer: &str) -> String {
+    // A package's own names are the package's (`pkg/__init__.py` defines `pkg.x`).
+    let importer_module = importer.strip_suffix(".__init__").unwrap_or(importer);
     if let Some(own) = imported.strip_prefix(OWN_MODULE) {
+        let importer = importer_module;
         return if importer.is_empty() {
             own.to_owned()
         } else {
@@ -382,6 +415,7 @@ pub fn absolute_module(imported: &str, importer: &str) -> String {
     if dots == 0 {
         return imported.to_owned();
     }
+    // Relative imports count from `importer`, which for a package ends in `.__init__`.
     let mut base: Vec<&str> = importer.split('.').filter(|p| !p.is_empty()).collect();
     for _ in 0..dots {
         base.pop();
@@ -404,6 +438,12 @@ mod tests {
         assert_eq!(absolute_module(".", "src.pkg.train"), "src.pkg");
         assert_eq!(absolute_module("pkg.utils", "src.pkg.train"), "pkg.utils");
         assert_eq!(absolute_module("\u{0}.Net", "pkg.models"), "pkg.models.Net");
+        // In a package's `__init__.py`.
+        assert_eq!(absolute_module(".base", "src.pkg.__init__"), "src.pkg.base");
+        assert_eq!(
+            absolute_module("\u{0}.Net", "src.pkg.__init__"),
+            "src.pkg.Net"
+        );
     }
 
     #[test]

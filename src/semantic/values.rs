@@ -1476,7 +1476,48 @@ impl<'a> Analysis<'a> {
                 ..object_facts
             };
         }
+        // `wrapper.model` of a class that keeps a model (`class CLIPModel: ... self.model =
+        // from_pretrained(...)`), in this file or another of the run.
+        if depth < MAX_CALL_DEPTH
+            && let Some(class) = self.instance_class(object)
+        {
+            let kept = match class {
+                super::instances::ClassRef::Local(class) => {
+                    Some(self.class_attribute_facts(class, node, attribute, depth + 1))
+                }
+                super::instances::ClassRef::Imported(class) => {
+                    self.ask(Ask::Attribute(format!("{class}.{attribute}")))
+                }
+            };
+            if let Some(kept) = kept
+                && kept.kind == Kind::Module
+            {
+                return kept;
+            }
+        }
         ValueFacts::default()
+    }
+
+    /// The models a class keeps on `self`, by attribute (for its summary).
+    pub(super) fn kept_models(&self, class: usize) -> Vec<(String, ValueFacts)> {
+        let class_node = self.model.classes[class].node;
+        let mut kept: Vec<(String, ValueFacts)> = Vec::new();
+        for assignment in &self.model.attribute_assignments {
+            if assignment.object != "self"
+                || !class_node
+                    .byte_range()
+                    .contains(&assignment.node.start_byte())
+                || kept.iter().any(|(name, _)| name == assignment.attribute)
+            {
+                continue;
+            }
+            let facts = self.self_attribute_facts(assignment.node, assignment.attribute, 0);
+            if facts.kind == Kind::Module {
+                kept.push((assignment.attribute.to_owned(), facts));
+            }
+        }
+        kept.sort_by(|a, b| a.0.cmp(&b.0));
+        kept
     }
 
     /// `self.attr`: what the class assigns to it (in `__init__` or any method).
@@ -1484,8 +1525,22 @@ impl<'a> Analysis<'a> {
         let Some(class) = self.class_of(node) else {
             return ValueFacts::default();
         };
+        self.class_attribute_facts(class, node, attribute, depth)
+    }
+
+    /// What a class (or a base it inherits from) keeps in `self.attribute`, not counting the
+    /// value at `node` itself.
+    fn class_attribute_facts(
+        &self,
+        class: usize,
+        node: Node<'a>,
+        attribute: &str,
+        depth: usize,
+    ) -> ValueFacts {
         let class_node = self.model.classes[class].node;
         let mut facts: Option<ValueFacts> = None;
+        // Every assignment so far gave a parameter the file cannot tell.
+        let mut only_unknown_given = true;
         for assignment in self.self_assignments(attribute) {
             if !class_node
                 .byte_range()
@@ -1493,6 +1548,7 @@ impl<'a> Analysis<'a> {
             {
                 continue;
             }
+            let given;
             let value_facts = match assignment.site {
                 Site::Value { value, index } => {
                     let element = index.and_then(|i| element_of(value, i));
@@ -1500,6 +1556,7 @@ impl<'a> Analysis<'a> {
                     if target.id() == node.id() {
                         continue;
                     }
+                    given = index.is_none() && self.is_parameter(target);
                     // `self.net, other = build(cfg)`: an element of what the call returns.
                     match (index, element) {
                         (Some(i), None) => self.unpacked_element(target, i, depth, &[]),
@@ -1508,20 +1565,45 @@ impl<'a> Analysis<'a> {
                 }
                 _ => continue,
             };
+            // `self.net = net` (a parameter the file cannot tell), then `self.net =
+            // self.net.to(device).eval()`: what the class shows it holds.
+            let unknown_given = given && value_facts.kind == Kind::Unknown;
             facts = Some(match facts {
                 None => value_facts,
-                Some(previous) if previous.kind == Kind::None => value_facts,
-                Some(previous) if value_facts.kind == Kind::None => previous,
+                Some(previous) if previous.kind == Kind::None || only_unknown_given => value_facts,
+                Some(previous) if value_facts.kind == Kind::None || unknown_given => previous,
                 Some(previous) => ValueFacts {
                     eval_mode: previous.eval_mode || value_facts.eval_mode,
                     ..previous.combine(value_facts)
                 },
             });
+            only_unknown_given &= unknown_given;
         }
         if let Some(facts) = facts
             && facts.kind != Kind::Unknown
         {
             return facts;
+        }
+        // Kept by a base class, of this file or another of the run (`self.denoiser` of a
+        // `Sampler`).
+        if facts.is_none()
+            && depth < MAX_CALL_DEPTH
+            && let Some(kept) = self.model.classes[class].bases.iter().find_map(|base| {
+                let name = self.text(*base);
+                if let Some(local) = self
+                    .model
+                    .classes
+                    .iter()
+                    .position(|c| c.name == name && c.node.id() != class_node.id())
+                {
+                    let facts = self.class_attribute_facts(local, node, attribute, depth + 1);
+                    return (facts.kind != Kind::Unknown).then_some(facts);
+                }
+                let base = self.qualified_name(*base)?;
+                self.ask(Ask::Attribute(format!("{base}.{attribute}")))
+            })
+        {
+            return kept;
         }
         // Submodules registered without a visible assignment, by name; or handed to the
         // constructor (`self.rnn = rnn_layer`) and run by the class's `forward`.
@@ -1851,6 +1933,19 @@ impl<'a> Analysis<'a> {
                     ..receiver
                 };
             }
+            // `torch.load(path).eval()`: only a module has an `eval()` without arguments
+            // (pandas' takes an expression).
+            "eval"
+                if receiver.kind == Kind::Unknown
+                    && call
+                        .child_by_field_id(FIELDS.arguments)
+                        .is_some_and(|arguments| arguments.named_child_count() == 0) =>
+            {
+                return ValueFacts {
+                    eval_mode: true,
+                    ..ValueFacts::of(Kind::Module)
+                };
+            }
             "astype" => {
                 let target = call
                     .child_by_field_id(FIELDS.arguments)
@@ -1884,7 +1979,8 @@ impl<'a> Analysis<'a> {
                     // A submodule or a method of a model defined elsewhere, given inputs
                     // (`model.backbone(x)`, `vae.encode(x)`): computed by the model, so on its
                     // device, like a forward's outputs.
-                    _ if !is_non_forward_method(method)
+                    _ if (!is_non_forward_method(method)
+                        || self.getter_given_tensors(call, method))
                         && has_arguments(call)
                         && !self.is_own_instance(call) =>
                     {
