@@ -15,6 +15,8 @@ pub struct Import {
     /// The names imported from it; `None` for the whole module (`import pkg.models`,
     /// `from pkg import *`).
     pub names: Option<Vec<String>>,
+    /// `from pkg import *`: every public name, to use or to re-export.
+    pub star: bool,
 }
 
 /// The imports of a file's text.
@@ -103,6 +105,7 @@ fn parse_statement(statement: &str, imports: &mut Vec<Import>) {
                         imports.push(Import {
                             module: module.to_owned(),
                             names: None,
+                            star: false,
                         });
                     }
                 }
@@ -123,6 +126,7 @@ fn parse_statement(statement: &str, imports: &mut Vec<Import>) {
                     imports.push(Import {
                         module: module.to_owned(),
                         names: None,
+                        star: true,
                     });
                     continue;
                 }
@@ -136,6 +140,7 @@ fn parse_statement(statement: &str, imports: &mut Vec<Import>) {
                     imports.push(Import {
                         module: module.to_owned(),
                         names: Some(names),
+                        star: false,
                     });
                 }
             }
@@ -152,6 +157,7 @@ mod tests {
         Import {
             module: module.to_owned(),
             names: names.map(|names| names.iter().map(|n| (*n).to_owned()).collect()),
+            star: false,
         }
     }
 
@@ -169,7 +175,10 @@ mod tests {
                 import(".models", Some(&["Net", "build"])),
                 import("..utils", Some(&["helper", "other"])),
                 import(".", Some(&["losses"])),
-                import("pkg", None),
+                Import {
+                    star: true,
+                    ..import("pkg", None)
+                },
                 import("x", Some(&["y"])),
             ]
         );

@@ -577,30 +577,45 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// Which files each file imports (by index), and which names of each file the others import.
+///
+/// A package's `__init__.py` imports to re-export (`from .base import *`, `from .clip import
+/// CLIPModel`): what it imports is asked of its modules only when someone asks it of the
+/// package, and it need not wait for them. Summarising every name a large package re-exports
+/// would cost more than linting it.
 fn link(facts: &FactBase, scanned: &[Vec<Import>]) -> (Vec<Vec<usize>>, Vec<Demand>) {
     // What each file needs of which other file (`None`: all of it), found in parallel.
-    let needs: Vec<Vec<(usize, Option<&str>)>> = scanned
+    let needs: Vec<Vec<(usize, Need<'_>)>> = scanned
         .par_iter()
         .enumerate()
         .map(|(importer, imports)| {
             let here = facts.import_base(importer);
+            let package = here.ends_with(".__init__");
             let mut needs = Vec::new();
             for import in imports {
                 let module = crate::semantic::summary::absolute_module(&import.module, here);
                 let target = facts.module_file(&module, Some(importer));
                 match &import.names {
-                    None => needs.extend(target.map(|file| (file, None))),
+                    None if import.star && package => {
+                        needs.extend(target.map(|file| (file, Need::Reexport(None))));
+                    }
+                    None => needs.extend(target.map(|file| (file, Need::Whole))),
                     Some(names) => {
                         for name in names {
                             // `from pkg import models`: a submodule, imported whole.
                             let submodule = format!("{module}.{name}");
-                            if let Some(file) = facts.module_file(&submodule, Some(importer))
+                            let need = if let Some(file) =
+                                facts.module_file(&submodule, Some(importer))
                                 && Some(file) != target
                             {
-                                needs.push((file, None));
-                            } else if let Some(file) = target {
-                                needs.push((file, Some(name.as_str())));
-                            }
+                                Some((file, Need::Whole))
+                            } else {
+                                target.map(|file| (file, Need::Name(name.as_str())))
+                            };
+                            needs.extend(need.map(|(file, need)| match need {
+                                _ if !package => (file, need),
+                                Need::Name(name) => (file, Need::Reexport(Some((name, false)))),
+                                _ => (file, Need::Reexport(Some((name.as_str(), true)))),
+                            }));
                         }
                     }
                 }
@@ -614,18 +629,61 @@ fn link(facts: &FactBase, scanned: &[Vec<Import>]) -> (Vec<Vec<usize>>, Vec<Dema
     let dependencies = needs
         .iter()
         .map(|needs| {
-            let mut files: Vec<usize> = needs.iter().map(|(file, _)| *file).collect();
+            let mut files: Vec<usize> = needs
+                .iter()
+                .filter(|(_, need)| !matches!(need, Need::Reexport(_)))
+                .map(|(file, _)| *file)
+                .collect();
             files.sort_unstable();
             files.dedup();
-            for (file, name) in needs {
-                match name {
-                    None => whole[*file] = true,
-                    Some(name) => names[*file].push(name),
+            for (file, need) in needs {
+                match need {
+                    Need::Whole => whole[*file] = true,
+                    Need::Name(name) => names[*file].push(name),
+                    Need::Reexport(_) => {}
                 }
             }
             files
         })
         .collect();
+    // What is asked of a package passes on to the modules it re-exports it from, and on from
+    // them (a chain of `__init__.py`s), until nothing more is asked. A package imported whole
+    // (`import pkg`) asks nothing of them: its names are read as `pkg.x`, rarely.
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for (package, needs) in needs.iter().enumerate() {
+            for (module, need) in needs {
+                let Need::Reexport(reexported) = need else {
+                    continue;
+                };
+                let wanted: Vec<&str> = match reexported {
+                    // `from .base import *`: whatever is asked of the package.
+                    None => names[package]
+                        .iter()
+                        .filter(|name| !names[*module].contains(name))
+                        .copied()
+                        .collect(),
+                    Some((name, submodule)) if names[package].contains(name) => {
+                        if *submodule && !whole[*module] {
+                            whole[*module] = true;
+                            changed = true;
+                        }
+                        if *submodule || names[*module].contains(name) {
+                            Vec::new()
+                        } else {
+                            vec![*name]
+                        }
+                    }
+                    Some(_) => Vec::new(),
+                };
+                if !wanted.is_empty() {
+                    names[*module].extend(wanted);
+                    changed = true;
+                }
+            }
+        }
+    }
     let demand = whole
         .into_iter()
         .zip(names)
@@ -643,6 +701,18 @@ fn link(facts: &FactBase, scanned: &[Vec<Import>]) -> (Vec<Vec<usize>>, Vec<Dema
         })
         .collect();
     (dependencies, demand)
+}
+
+/// What a file needs of a file it imports.
+#[derive(Clone, Copy)]
+enum Need<'s> {
+    /// All of it (`import pkg.models`, `from m import *`).
+    Whole,
+    /// One name.
+    Name(&'s str),
+    /// What a package's `__init__.py` re-exports: every name asked of the package (`None`,
+    /// `from .base import *`) or one (and whether it is a submodule, imported whole).
+    Reexport(Option<(&'s str, bool)>),
 }
 
 /// A file's bytes, or its result when it could not be read.

@@ -38,6 +38,10 @@ pub struct FactBase {
     storing_methods: std::sync::RwLock<rustc_hash::FxHashSet<String>>,
     /// The config's framework table, when it adds to the built-in one.
     frameworks: Option<Arc<frameworks::Frameworks>>,
+    /// Names looked up through a file's star imports, by file and name: the dotted path of
+    /// the star-imported module that has it, or `None`. A registry package re-exports
+    /// hundreds of modules, and every miss would search them all again.
+    star_memo: std::sync::RwLock<HashMap<(usize, String), Option<String>>>,
 }
 
 /// What a qualified name refers to.
@@ -187,6 +191,7 @@ impl FactBase {
             by_last,
             summaries,
             storing_methods: std::sync::RwLock::default(),
+            star_memo: std::sync::RwLock::default(),
             frameworks: None,
         }
     }
@@ -251,6 +256,10 @@ impl FactBase {
     /// stored with stays known as storing: that only costs a closer look at its calls.
     pub fn replace_summary(&mut self, file: usize, summary: Arc<FileSummary>) {
         self.summaries[file] = OnceLock::new();
+        self.star_memo
+            .get_mut()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clear();
         self.set_summary(file, summary);
     }
 
@@ -317,18 +326,8 @@ impl FactBase {
             let Some(symbol) = summary.get(first) else {
                 // Re-exported from a module the file star-imports (`from .base import *` in a
                 // package's `__init__.py`).
-                if let Some(found) = summary.stars.iter().find_map(|star| {
-                    let mut target = star.clone();
-                    for part in rest {
-                        target.push('.');
-                        target.push_str(part);
-                    }
-                    match self.lookup_at_depth(&target, Some(file), depth + 1) {
-                        Lookup::External => None,
-                        found => Some(found),
-                    }
-                }) {
-                    return found;
+                if !summary.stars.is_empty() {
+                    return self.star_lookup(summary, file, rest, depth);
                 }
                 // Not a summarised name: not imported by anyone, or not module-level.
                 return Lookup::External;
@@ -354,6 +353,60 @@ impl FactBase {
             };
         }
         Lookup::External
+    }
+
+    /// `rest` (a name and its attributes) through the star imports of `file`, remembered by
+    /// name once the answer is final (no module it searched was still pending).
+    fn star_lookup(
+        &self,
+        summary: &FileSummary,
+        file: usize,
+        rest: &[&str],
+        depth: usize,
+    ) -> Lookup<'_> {
+        let in_star = |star: &str| {
+            let mut target = star.to_owned();
+            for part in rest {
+                target.push('.');
+                target.push_str(part);
+            }
+            self.lookup_at_depth(&target, Some(file), depth + 1)
+        };
+        let key = (file, rest[0].to_owned());
+        let known = self
+            .star_memo
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(&key)
+            .cloned();
+        match known {
+            Some(None) => return Lookup::External,
+            Some(Some(star)) => return in_star(&star),
+            None => {}
+        }
+        let mut pending = false;
+        for star in &summary.stars {
+            match in_star(star) {
+                Lookup::External => {}
+                Lookup::Pending => pending = true,
+                found => {
+                    self.remember_star(key, Some(star.clone()));
+                    return found;
+                }
+            }
+        }
+        if pending {
+            return Lookup::Pending;
+        }
+        self.remember_star(key, None);
+        Lookup::External
+    }
+
+    fn remember_star(&self, key: (usize, String), star: Option<String>) {
+        self.star_memo
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(key, star);
     }
 
     /// Whether the class a qualified name refers to is an `nn.Module`: `Some(true)` or

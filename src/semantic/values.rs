@@ -882,6 +882,14 @@ impl<'a> Analysis<'a> {
         if binding.offset > use_node.start_byte() {
             return None;
         }
+        // Cheap test first: only a move to the host hides the earlier value's device.
+        let moved = self.text(value);
+        if ![".cpu()", ".numpy()", ".tolist()", ".item()"]
+            .iter()
+            .any(|host| moved.contains(host))
+        {
+            return None;
+        }
         // The `if` around the assignment, below the innermost statement holding both.
         let mut branch = value.parent()?;
         loop {
@@ -911,14 +919,6 @@ impl<'a> Analysis<'a> {
         else {
             return None;
         };
-        // Cheap test first: only a move to the host hides the earlier value's device.
-        let moved = self.text(value);
-        if ![".cpu()", ".numpy()", ".tolist()", ".item()"]
-            .iter()
-            .any(|host| moved.contains(host))
-        {
-            return None;
-        }
         let facts = match index.and_then(|i| element_of(before, i)) {
             Some(element) => self.facts(element),
             None if index.is_none() => self.facts(before),
