@@ -580,8 +580,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 ///
 /// A package's `__init__.py` imports to re-export (`from .base import *`, `from .clip import
 /// CLIPModel`): what it imports is asked of its modules only when someone asks it of the
-/// package, and it need not wait for them. Summarising every name a large package re-exports
-/// would cost more than linting it.
+/// package. Summarising every name a large package re-exports would cost more than linting it.
 fn link(facts: &FactBase, scanned: &[Vec<Import>]) -> (Vec<Vec<usize>>, Vec<Demand>) {
     // What each file needs of which other file (`None`: all of it), found in parallel.
     let needs: Vec<Vec<(usize, Need<'_>)>> = scanned
@@ -629,11 +628,8 @@ fn link(facts: &FactBase, scanned: &[Vec<Import>]) -> (Vec<Vec<usize>>, Vec<Dema
     let dependencies = needs
         .iter()
         .map(|needs| {
-            let mut files: Vec<usize> = needs
-                .iter()
-                .filter(|(_, need)| !matches!(need, Need::Reexport(_)))
-                .map(|(file, _)| *file)
-                .collect();
+            // A package waits for what it re-exports: its importers ask through it.
+            let mut files: Vec<usize> = needs.iter().map(|(file, _)| *file).collect();
             files.sort_unstable();
             files.dedup();
             for (file, need) in needs {
