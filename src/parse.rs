@@ -476,6 +476,24 @@ impl<'t> ArgumentLookup<'t> {
     }
 }
 
+/// The values a call passes, positional and keyword alike (`f(x, y=z)` → `x`, `z`).
+pub fn argument_values(call: Node<'_>) -> Vec<Node<'_>> {
+    let Some(arguments) = call.child_by_field_id(FIELDS.arguments) else {
+        return Vec::new();
+    };
+    let mut cursor = arguments.walk();
+    arguments
+        .named_children(&mut cursor)
+        .filter_map(|argument| {
+            if argument.kind_id() == KINDS.keyword_argument {
+                argument.child_by_field_id(FIELDS.value)
+            } else {
+                Some(argument)
+            }
+        })
+        .collect()
+}
+
 /// Finds an argument by keyword or 0-based position in a call or its argument list.
 pub fn find_argument<'t>(
     node: Node<'t>,

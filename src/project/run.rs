@@ -602,19 +602,20 @@ fn link(facts: &FactBase, scanned: &[Vec<Import>]) -> (Vec<Vec<usize>>, Vec<Dema
                         for name in names {
                             // `from pkg import models`: a submodule, imported whole.
                             let submodule = format!("{module}.{name}");
-                            let need = if let Some(file) =
-                                facts.module_file(&submodule, Some(importer))
-                                && Some(file) != target
+                            let (file, whole) = match facts.module_file(&submodule, Some(importer))
                             {
-                                Some((file, Need::Whole))
-                            } else {
-                                target.map(|file| (file, Need::Name(name.as_str())))
+                                Some(file) if Some(file) != target => (file, true),
+                                _ => match target {
+                                    Some(file) => (file, false),
+                                    None => continue,
+                                },
                             };
-                            needs.extend(need.map(|(file, need)| match need {
-                                _ if !package => (file, need),
-                                Need::Name(name) => (file, Need::Reexport(Some((name, false)))),
-                                _ => (file, Need::Reexport(Some((name.as_str(), true)))),
-                            }));
+                            let need = match (package, whole) {
+                                (true, _) => Need::Reexport(Some((name.as_str(), whole))),
+                                (false, true) => Need::Whole,
+                                (false, false) => Need::Name(name.as_str()),
+                            };
+                            needs.push((file, need));
                         }
                     }
                 }

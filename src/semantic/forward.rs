@@ -8,7 +8,7 @@ use super::analysis::Analysis;
 use super::facts::Ask;
 use super::instances::ClassRef;
 use super::values::{Kind, Tri, ValueFacts, is_non_forward_method};
-use crate::parse::{Descend, FIELDS, KINDS, Visit, walk};
+use crate::parse::{Descend, FIELDS, KINDS, Visit, argument_values, walk};
 
 /// A call that runs a model.
 pub struct Forward<'a> {
@@ -169,21 +169,9 @@ impl<'a> Analysis<'a> {
     /// Whether a call passes a tensor, or a list or dict literal holding one, as an argument:
     /// a model's method given tensors computes with its weights.
     fn given_tensors(&self, call: Node<'a>) -> bool {
-        let Some(arguments) = call.child_by_field_id(FIELDS.arguments) else {
-            return false;
-        };
-        let mut cursor = arguments.walk();
-        arguments.named_children(&mut cursor).any(|argument| {
-            let value = if argument.kind_id() == KINDS.keyword_argument {
-                match argument.child_by_field_id(FIELDS.value) {
-                    Some(value) => value,
-                    None => return false,
-                }
-            } else {
-                argument
-            };
-            self.holds_tensor(value)
-        })
+        argument_values(call)
+            .into_iter()
+            .any(|value| self.holds_tensor(value))
     }
 
     /// `model.get_image_features(pixel_values=x)` of a pretrained model: named like a getter,
@@ -202,23 +190,11 @@ impl<'a> Analysis<'a> {
 
     /// Whether every argument of a call is a NumPy array (and there is one).
     fn given_only_arrays(&self, call: Node<'a>) -> bool {
-        let Some(arguments) = call.child_by_field_id(FIELDS.arguments) else {
-            return false;
-        };
-        let mut cursor = arguments.walk();
-        let mut values = arguments.named_children(&mut cursor).map(|argument| {
-            if argument.kind_id() == KINDS.keyword_argument {
-                argument.child_by_field_id(FIELDS.value)
-            } else {
-                Some(argument)
-            }
-        });
-        let mut any = false;
-        let all = values.all(|value| {
-            any = true;
-            value.is_some_and(|value| self.facts(value).kind == Kind::Numpy)
-        });
-        any && all
+        let values = argument_values(call);
+        !values.is_empty()
+            && values
+                .into_iter()
+                .all(|value| self.facts(value).kind == Kind::Numpy)
     }
 
     /// A tensor, or a list, tuple or dict literal (or a name bound to one) with a tensor in it.

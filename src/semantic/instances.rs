@@ -227,19 +227,19 @@ impl<'a> Analysis<'a> {
     /// `bag = {"g": generator, ...}` is the name's reaching binding.
     pub fn dict_literal_entry(&self, subscript: Node<'a>) -> Option<Node<'a>> {
         let object = subscript.child_by_field_id(FIELDS.value)?;
-        let key = subscript.child_by_field_id(FIELDS.index)?;
-        if key.kind_id() != KINDS.string || object.kind_id() != KINDS.identifier {
+        let key = super::values::string_key(self, subscript)?;
+        if object.kind_id() != KINDS.identifier {
             return None;
         }
         let literal = self.bound_value(object)?;
         if literal.kind_id() != KINDS.dictionary {
             return None;
         }
-        let key = self.text(key);
         let mut cursor = literal.walk();
         let found = literal.named_children(&mut cursor).find(|pair| {
-            pair.child_by_field_id(FIELDS.key)
-                .is_some_and(|k| string_value(self.text(k)) == string_value(key))
+            pair.child_by_field_id(FIELDS.key).is_some_and(|k| {
+                k.kind_id() == KINDS.string && self.text(k).trim_matches(['"', '\'']) == key
+            })
         })?;
         found.child_by_field_id(FIELDS.value)
     }
@@ -287,7 +287,7 @@ impl<'a> Analysis<'a> {
     }
 
     /// The class an expression names: one of the file's, or an imported one.
-    fn class_named_by(&self, name: Node<'a>) -> Option<ClassRef> {
+    pub(super) fn class_named_by(&self, name: Node<'a>) -> Option<ClassRef> {
         let kind = name.kind_id();
         if kind != KINDS.identifier && kind != KINDS.attribute {
             return None;
@@ -402,19 +402,9 @@ impl<'a> Analysis<'a> {
     }
 
     fn any_argument_carries_graph(&self, call: Node<'a>) -> bool {
-        let Some(arguments) = call.child_by_field_id(FIELDS.arguments) else {
-            return false;
-        };
-        let mut cursor = arguments.walk();
-        let arguments: Vec<Node<'a>> = arguments.named_children(&mut cursor).collect();
-        arguments.into_iter().any(|argument| {
-            let value = if argument.kind_id() == KINDS.keyword_argument {
-                argument.child_by_field_id(FIELDS.value).unwrap_or(argument)
-            } else {
-                argument
-            };
-            self.facts(value).graph == Tri::Yes
-        })
+        crate::parse::argument_values(call)
+            .into_iter()
+            .any(|value| self.facts(value).graph == Tri::Yes)
     }
 }
 
@@ -542,9 +532,4 @@ impl<'a> Analysis<'a> {
             })
             .contains(text)
     }
-}
-
-/// A string literal's contents, whichever quotes it uses.
-fn string_value(literal: &str) -> &str {
-    literal.trim_matches(|c| c == '"' || c == '\'')
 }

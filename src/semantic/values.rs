@@ -9,6 +9,7 @@ use tree_sitter::Node;
 
 use super::analysis::Analysis;
 use super::facts::{Ask, module_facts};
+use super::instances::ClassRef;
 use super::scope::{BindingKind, ScopeKind, Site};
 use crate::parse::{FIELDS, KINDS};
 
@@ -1480,22 +1481,30 @@ impl<'a> Analysis<'a> {
         // from_pretrained(...)`), in this file or another of the run.
         if depth < MAX_CALL_DEPTH
             && let Some(class) = self.instance_class(object)
+            && let Some(kept) = self.kept_by(class, node, attribute, depth)
+            && kept.kind == Kind::Module
         {
-            let kept = match class {
-                super::instances::ClassRef::Local(class) => {
-                    Some(self.class_attribute_facts(class, node, attribute, depth + 1))
-                }
-                super::instances::ClassRef::Imported(class) => {
-                    self.ask(Ask::Attribute(format!("{class}.{attribute}")))
-                }
-            };
-            if let Some(kept) = kept
-                && kept.kind == Kind::Module
-            {
-                return kept;
-            }
+            return kept;
         }
         ValueFacts::default()
+    }
+
+    /// What instances of a class keep in `attribute`: the file's own class's assignments, or
+    /// another file's class's summary.
+    fn kept_by(
+        &self,
+        class: ClassRef,
+        node: Node<'a>,
+        attribute: &str,
+        depth: usize,
+    ) -> Option<ValueFacts> {
+        match class {
+            ClassRef::Local(class) => {
+                let facts = self.class_attribute_facts(class, node, attribute, depth + 1);
+                (facts.kind != Kind::Unknown).then_some(facts)
+            }
+            ClassRef::Imported(class) => self.ask(Ask::Attribute(format!("{class}.{attribute}"))),
+        }
     }
 
     /// The models a class keeps on `self`, by attribute (for its summary).
@@ -1589,18 +1598,10 @@ impl<'a> Analysis<'a> {
         if facts.is_none()
             && depth < MAX_CALL_DEPTH
             && let Some(kept) = self.model.classes[class].bases.iter().find_map(|base| {
-                let name = self.text(*base);
-                if let Some(local) = self
-                    .model
-                    .classes
-                    .iter()
-                    .position(|c| c.name == name && c.node.id() != class_node.id())
-                {
-                    let facts = self.class_attribute_facts(local, node, attribute, depth + 1);
-                    return (facts.kind != Kind::Unknown).then_some(facts);
+                match self.class_named_by(*base)? {
+                    ClassRef::Local(local) if local == class => None,
+                    base => self.kept_by(base, node, attribute, depth),
                 }
-                let base = self.qualified_name(*base)?;
-                self.ask(Ask::Attribute(format!("{base}.{attribute}")))
             })
         {
             return kept;
@@ -2763,7 +2764,7 @@ fn is_list_of_float_literals(analysis: &Analysis<'_>, node: Node<'_>) -> bool {
 }
 
 /// The string key of `value["key"]`.
-fn string_key<'a>(analysis: &Analysis<'a>, subscript: Node<'a>) -> Option<&'a str> {
+pub(super) fn string_key<'a>(analysis: &Analysis<'a>, subscript: Node<'a>) -> Option<&'a str> {
     let key = subscript.child_by_field_id(FIELDS.index)?;
     (key.kind_id() == KINDS.string).then(|| analysis.text(key).trim_matches(['"', '\'']))
 }
