@@ -5,7 +5,9 @@
 //! A scan, not a parse: a line that starts (after indentation) with `import` or `from` and
 //! reads as an import statement counts, continued over parentheses or backslashes. An import
 //! spelt inside a string or under `if TYPE_CHECKING:` counts too; that only orders files
-//! (and summarises a name) needlessly, never loses a fact.
+//! (and summarises a name) needlessly, never loses a fact. An indented import (in a function,
+//! under `if TYPE_CHECKING:`) is marked deferred: that is where Python code breaks its import
+//! cycles, so the schedule cuts a cycle there first.
 
 /// `from module import names` or `import module`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +19,8 @@ pub struct Import {
     pub names: Option<Vec<String>>,
     /// `from pkg import *`: every public name, to use or to re-export.
     pub star: bool,
+    /// Spelt indented: run when a function is called, or only by a type checker, or guarded.
+    pub deferred: bool,
 }
 
 /// The imports of a file's text.
@@ -44,8 +48,9 @@ pub fn scan(text: &str) -> Vec<Import> {
         let trimmed = line.trim_start_matches([' ', '\t']);
         if trimmed.starts_with("import") || trimmed.starts_with("from") {
             // The statement, with the lines it continues onto.
-            let (statement, end) = logical_line(text, start + (line.len() - trimmed.len()));
-            parse_statement(&statement, &mut imports);
+            let indent = line.len() - trimmed.len();
+            let (statement, end) = logical_line(text, start + indent);
+            parse_statement(&statement, indent > 0, &mut imports);
             done = end;
         }
     }
@@ -92,7 +97,7 @@ fn is_dotted(word: &str) -> bool {
 
 /// One logical line: `import a.b as c, d` or `from .m import (x, y as z)`; anything else
 /// (prose in a docstring, `important = 1`) adds nothing.
-fn parse_statement(statement: &str, imports: &mut Vec<Import>) {
+fn parse_statement(statement: &str, deferred: bool, imports: &mut Vec<Import>) {
     // `a;b` on one line: each part on its own.
     for part in statement.split(';') {
         let mut words = part.split_whitespace();
@@ -106,6 +111,7 @@ fn parse_statement(statement: &str, imports: &mut Vec<Import>) {
                             module: module.to_owned(),
                             names: None,
                             star: false,
+                            deferred,
                         });
                     }
                 }
@@ -127,6 +133,7 @@ fn parse_statement(statement: &str, imports: &mut Vec<Import>) {
                         module: module.to_owned(),
                         names: None,
                         star: true,
+                        deferred,
                     });
                     continue;
                 }
@@ -141,6 +148,7 @@ fn parse_statement(statement: &str, imports: &mut Vec<Import>) {
                         module: module.to_owned(),
                         names: Some(names),
                         star: false,
+                        deferred,
                     });
                 }
             }
@@ -158,6 +166,14 @@ mod tests {
             module: module.to_owned(),
             names: names.map(|names| names.iter().map(|n| (*n).to_owned()).collect()),
             star: false,
+            deferred: false,
+        }
+    }
+
+    fn deferred(import: Import) -> Import {
+        Import {
+            deferred: true,
+            ..import
         }
     }
 
@@ -173,7 +189,7 @@ mod tests {
                 import("a.b", None),
                 import("d", None),
                 import(".models", Some(&["Net", "build"])),
-                import("..utils", Some(&["helper", "other"])),
+                deferred(import("..utils", Some(&["helper", "other"]))),
                 import(".", Some(&["losses"])),
                 Import {
                     star: true,

@@ -26,6 +26,7 @@ use crate::parse;
 use crate::project::imports::{self, Import};
 use crate::project::{
     self as project, Assumption, CalledNames, FunctionKey, GraphCall, ProjectFile, schedule,
+    schedule::Needed,
 };
 use crate::rules::Dispatch;
 use crate::semantic::facts::{FactBase, Question};
@@ -126,7 +127,11 @@ fn related(targets: &[LintTarget], reported: usize, overrides: &Overrides) -> Ve
         })
         .unzip();
     let facts = FactBase::new(targets.iter().map(|target| target.path.as_path()));
-    let (imported, _) = link(&facts, &imports);
+    let (needed, _) = link(&facts, &imports);
+    let imported: Vec<Vec<usize>> = needed
+        .iter()
+        .map(|needs| needs.iter().map(|needed| needed.file).collect())
+        .collect();
     let mut importers: Vec<Vec<usize>> = vec![Vec::new(); targets.len()];
     for (file, needs) in imported.iter().enumerate() {
         for &needed in needs {
@@ -581,9 +586,9 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// A package's `__init__.py` imports to re-export (`from .base import *`, `from .clip import
 /// CLIPModel`): what it imports is asked of its modules only when someone asks it of the
 /// package. Summarising every name a large package re-exports would cost more than linting it.
-fn link(facts: &FactBase, scanned: &[Vec<Import>]) -> (Vec<Vec<usize>>, Vec<Demand>) {
+fn link(facts: &FactBase, scanned: &[Vec<Import>]) -> (Vec<Vec<Needed>>, Vec<Demand>) {
     // What each file needs of which other file (`None`: all of it), found in parallel.
-    let needs: Vec<Vec<(usize, Need<'_>)>> = scanned
+    let needs: Vec<Vec<(usize, Need<'_>, bool)>> = scanned
         .par_iter()
         .enumerate()
         .map(|(importer, imports)| {
@@ -591,13 +596,14 @@ fn link(facts: &FactBase, scanned: &[Vec<Import>]) -> (Vec<Vec<usize>>, Vec<Dema
             let package = here.ends_with(".__init__");
             let mut needs = Vec::new();
             for import in imports {
+                let deferred = import.deferred;
                 let module = crate::semantic::summary::absolute_module(&import.module, here);
                 let target = facts.module_file(&module, Some(importer));
                 match &import.names {
                     None if import.star && package => {
-                        needs.extend(target.map(|file| (file, Need::Reexport(None))));
+                        needs.extend(target.map(|file| (file, Need::Reexport(None), deferred)));
                     }
-                    None => needs.extend(target.map(|file| (file, Need::Whole))),
+                    None => needs.extend(target.map(|file| (file, Need::Whole, deferred))),
                     Some(names) => {
                         for name in names {
                             // `from pkg import models`: a submodule, imported whole.
@@ -615,12 +621,12 @@ fn link(facts: &FactBase, scanned: &[Vec<Import>]) -> (Vec<Vec<usize>>, Vec<Dema
                                 (false, true) => Need::Whole,
                                 (false, false) => Need::Name(name.as_str()),
                             };
-                            needs.push((file, need));
+                            needs.push((file, need, deferred));
                         }
                     }
                 }
             }
-            needs.retain(|(file, _)| *file != importer);
+            needs.retain(|(file, _, _)| *file != importer);
             needs
         })
         .collect();
@@ -629,11 +635,15 @@ fn link(facts: &FactBase, scanned: &[Vec<Import>]) -> (Vec<Vec<usize>>, Vec<Dema
     let dependencies = needs
         .iter()
         .map(|needs| {
-            // A package waits for what it re-exports: its importers ask through it.
-            let mut files: Vec<usize> = needs.iter().map(|(file, _)| *file).collect();
-            files.sort_unstable();
-            files.dedup();
-            for (file, need) in needs {
+            // A package waits for what it re-exports: its importers ask through it. A file
+            // imported at module level and in a function is not a deferred import.
+            let mut files: Vec<Needed> = needs
+                .iter()
+                .map(|&(file, _, deferred)| Needed { file, deferred })
+                .collect();
+            files.sort_unstable_by_key(|needed| (needed.file, needed.deferred));
+            files.dedup_by_key(|needed| needed.file);
+            for (file, need, _) in needs {
                 match need {
                     Need::Whole => whole[*file] = true,
                     Need::Name(name) => names[*file].push(name),
@@ -650,7 +660,7 @@ fn link(facts: &FactBase, scanned: &[Vec<Import>]) -> (Vec<Vec<usize>>, Vec<Dema
     while changed {
         changed = false;
         for (package, needs) in needs.iter().enumerate() {
-            for (module, need) in needs {
+            for (module, need, _) in needs {
                 let Need::Reexport(reexported) = need else {
                     continue;
                 };

@@ -1,11 +1,14 @@
 //! Runs one task per file of the run, in parallel, each after the tasks of the files it
 //! imports: a file's summary is in the fact base before its importers ask about it. Files that
-//! import each other (a cycle) cannot all wait: the cycle is cut where a depth-first walk of
-//! the imports closes it (the import back to a file still on the walk's path is not waited
-//! for), so that all but one file of a cycle still see the summaries they ask about. That file
-//! is checked again as soon as the files it did not wait for are done, while the rest of the
-//! run goes on. The walk starts from the costliest files, so a cycle is cut at the import of
-//! its costliest file: that file waits for the others, and the one checked again is cheaper.
+//! import each other (a cycle) cannot all wait. Python code breaks its own cycles with
+//! deferred imports (in a function, under `if TYPE_CHECKING:`), so those are not waited for
+//! where they close a cycle: within a set of files that all reach each other, only imports at
+//! module level order the files. A cycle of those is cut where a depth-first walk of them
+//! closes it (the import back to a file still on the walk's path is not waited for), so that
+//! all but one file of the cycle still see the summaries they ask about. A file that did not
+//! wait for some import is checked again as soon as those files are done, while the rest of
+//! the run goes on. The walk starts from the costliest files, so a cycle is cut at the import
+//! of its costliest file: that file waits for the others, and the one checked again is cheaper.
 //!
 //! Of the jobs ready to run, the one heading the costliest chain of files waiting on it runs
 //! first: a file that hundreds import (a package's base model) would otherwise hold them all
@@ -16,12 +19,22 @@ use std::collections::BinaryHeap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use petgraph::graph::{DiGraph, NodeIndex};
+use petgraph::visit::{DfsPostOrder, EdgeFiltered, EdgeRef};
+
+/// A file that a file imports: its index, and whether every import of it is deferred.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Needed {
+    pub file: usize,
+    pub deferred: bool,
+}
+
 /// Calls `task(i)` for every `i` in `0..dependencies.len()`, on the rayon pool, each after
-/// every `task(j)` with `j` in `dependencies[i]` has returned, unless that import closes a
+/// every `task(j)` with `j` among `dependencies[i]` has returned, unless that import closes a
 /// cycle; then `recheck(i)` once `task(i)` and the tasks of the imports it did not wait for
 /// have returned (only for files with such imports). `costs[i]` is what `task(i)` is expected
 /// to cost (the file's size); missing costs count as 0.
-pub fn in_dependency_order<F, R>(dependencies: &[Vec<usize>], costs: &[usize], task: F, recheck: R)
+pub fn in_dependency_order<F, R>(dependencies: &[Vec<Needed>], costs: &[usize], task: F, recheck: R)
 where
     F: Fn(usize) + Sync,
     R: Fn(usize) + Sync,
@@ -40,7 +53,7 @@ where
     let mut rechecks: Vec<Vec<usize>> = vec![Vec::new(); count];
     let mut unchecked: Vec<usize> = vec![0; count];
     for (file, needs) in dependencies.iter().enumerate() {
-        for &needed in needs {
+        for &Needed { file: needed, .. } in needs {
             if needed >= count || needed == file {
                 continue;
             }
@@ -150,39 +163,51 @@ impl<'s, F: Fn(usize) + Sync, R: Fn(usize) + Sync> State<'s, F, R> {
     }
 }
 
-/// The position of each node in the post-order of a depth-first walk from every node in
-/// turn, costliest first, iteratively (import chains can be deep): an edge to a node that
-/// finished earlier is kept by the schedule; one to a node that finished later closes a
-/// cycle.
-fn finish_order(edges: &[Vec<usize>], cost: &impl Fn(usize) -> usize) -> Vec<usize> {
-    const UNSEEN: usize = usize::MAX;
-    let count = edges.len();
-    let mut finished = vec![UNSEEN; count];
-    let mut seen = vec![false; count];
-    let mut next = 0;
-    // (node, the position in its edge list to go on from)
-    let mut calls: Vec<(usize, usize)> = Vec::new();
-    let mut roots: Vec<usize> = (0..count).collect();
-    // Stable: equal costs keep the order of the targets.
-    roots.sort_by_key(|&node| std::cmp::Reverse(cost(node)));
-    for root in roots {
-        if seen[root] {
-            continue;
+/// Each file's position in an order in which it comes after the files it waits for. Sets of
+/// files that reach each other (strongly connected) come after the sets they import, as
+/// petgraph's Tarjan lists them; within a set, in the post-order of a depth-first walk of its
+/// module-level imports from every file in turn, costliest first: an import of a file placed
+/// earlier is waited for, one of a file placed later closes a cycle.
+fn finish_order(dependencies: &[Vec<Needed>], cost: &impl Fn(usize) -> usize) -> Vec<usize> {
+    let count = dependencies.len();
+    let mut graph: DiGraph<(), bool, usize> = DiGraph::with_capacity(count, 0);
+    for _ in 0..count {
+        graph.add_node(());
+    }
+    for (file, needs) in dependencies.iter().enumerate() {
+        for needed in needs.iter().filter(|needed| needed.file < count) {
+            graph.add_edge(
+                NodeIndex::new(file),
+                NodeIndex::new(needed.file),
+                needed.deferred,
+            );
         }
-        seen[root] = true;
-        calls.push((root, 0));
-        while let Some(&mut (node, ref mut at)) = calls.last_mut() {
-            if let Some(&target) = edges[node].get(*at) {
-                *at += 1;
-                if target < count && !seen[target] {
-                    seen[target] = true;
-                    calls.push((target, 0));
-                }
+    }
+    let sets = petgraph::algo::tarjan_scc(&graph);
+    let mut set_of = vec![0; count];
+    for (set, files) in sets.iter().enumerate() {
+        for file in files {
+            set_of[file.index()] = set;
+        }
+    }
+    let walked = EdgeFiltered::from_fn(&graph, |edge| {
+        !*edge.weight() && set_of[edge.source().index()] == set_of[edge.target().index()]
+    });
+    let mut finished = vec![0; count];
+    let mut next = 0;
+    let mut walk = DfsPostOrder::empty(&walked);
+    for mut files in sets {
+        // Stable: equal costs keep the order of the targets.
+        files.sort_by_key(|file| (std::cmp::Reverse(cost(file.index())), file.index()));
+        for root in files {
+            if walk.discovered.contains(root.index()) {
                 continue;
             }
-            calls.pop();
-            finished[node] = next;
-            next += 1;
+            walk.move_to(root);
+            while let Some(file) = walk.next(&walked) {
+                finished[file.index()] = next;
+                next += 1;
+            }
         }
     }
     finished
@@ -219,7 +244,23 @@ mod tests {
     }
 
     /// Runs the schedule on a pool of `threads`: the jobs in the order they ran.
-    fn run(edges: &[Vec<usize>], costs: &[usize], threads: usize) -> Vec<Job> {
+    /// Module-level imports, by file.
+    fn needed(edges: &[&[usize]]) -> Vec<Vec<Needed>> {
+        edges
+            .iter()
+            .map(|needs| {
+                needs
+                    .iter()
+                    .map(|&file| Needed {
+                        file,
+                        deferred: false,
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn run(edges: &[Vec<Needed>], costs: &[usize], threads: usize) -> Vec<Job> {
         let log = Mutex::new(Vec::new());
         rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
@@ -249,7 +290,7 @@ mod tests {
     fn a_cycle_is_cut_once_and_chains_are_kept() {
         // 0 → 1 → 2 → 1, 3 → 0: 2 finishes first, so 1 waits for 2 and 2's import of 1
         // closes the cycle.
-        let edges = vec![vec![1], vec![2], vec![1], vec![0]];
+        let edges = needed(&[&[1], &[2], &[1], &[0]]);
         let finished = finish_order(&edges, &no_cost);
         assert!(finished[2] < finished[1]);
         assert!(finished[1] < finished[0]);
@@ -260,15 +301,36 @@ mod tests {
     fn a_cycle_is_cut_at_the_import_of_its_costliest_file() {
         // 0 ⇄ 1, and 1 is the costlier: the walk starts there, so 0 runs first, 1 waits for
         // it, and 0 (which did not wait for 1) is checked again once 1 is done.
-        let edges = vec![vec![1], vec![0]];
+        let edges = needed(&[&[1], &[0]]);
         let jobs = run(&edges, &[10, 500], 1);
         assert_eq!(jobs, vec![Job::Task(0), Job::Task(1), Job::Recheck(0)]);
     }
 
     #[test]
+    fn a_cycle_is_cut_at_its_deferred_import() {
+        // As above, but 1 imports 0 in a function: 1 goes first, whatever it costs, and is
+        // checked again; 0 waits for it. An unrelated deferred import (2 of 0) is waited for.
+        let mut edges = needed(&[&[1], &[], &[]]);
+        edges[1].push(Needed {
+            file: 0,
+            deferred: true,
+        });
+        edges[2].push(Needed {
+            file: 0,
+            deferred: true,
+        });
+        let jobs = run(&edges, &[10, 500, 1], 1);
+        let at = |job| jobs.iter().position(|&j| j == job).unwrap();
+        assert!(at(Job::Task(1)) < at(Job::Task(0)));
+        assert!(at(Job::Task(0)) < at(Job::Task(2)));
+        assert!(at(Job::Task(0)) < at(Job::Recheck(1)));
+        assert!(!jobs.contains(&Job::Recheck(0)) && !jobs.contains(&Job::Recheck(2)));
+    }
+
+    #[test]
     fn every_task_runs_after_what_it_imports() {
         // 0 imports 1 and 2; 1 imports 2; 3 and 4 import each other and 0.
-        let edges = vec![vec![1, 2], vec![2], vec![], vec![4, 0], vec![3, 0]];
+        let edges = needed(&[&[1, 2], &[2], &[], &[4, 0], &[3, 0]]);
         for threads in [1, 4] {
             let jobs = run(&edges, &[], threads);
             let order = tasks(&jobs);
@@ -297,7 +359,7 @@ mod tests {
     fn the_head_of_the_costliest_chain_runs_first() {
         // 0, 1 and 2 are ready; 3 and 4 wait on 2. On one thread, 2 goes first even though it
         // is the cheapest itself: the chain behind it is the costliest.
-        let edges = vec![vec![], vec![], vec![], vec![2], vec![2]];
+        let edges = needed(&[&[], &[], &[], &[2], &[2]]);
         let jobs = run(&edges, &[50, 60, 10, 100, 5], 1);
         assert_eq!(tasks(&jobs), vec![2, 3, 1, 0, 4]);
     }
