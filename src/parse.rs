@@ -137,8 +137,7 @@ impl fmt::Display for Skipped {
 /// A file too dense or too slow to parse is skipped, so that it cannot stall or exhaust the
 /// run; the parser reads lone `\r` line breaks as `\n` ([`line_endings`]).
 pub fn parse(text: &str, old_tree: Option<&Tree>) -> Result<Tree, Skipped> {
-    let tokens = density::count_tokens(text);
-    if density::is_too_dense(tokens, text.len()) {
+    if let Some(tokens) = density::too_dense(text) {
         return Err(Skipped::TooDense {
             tokens,
             bytes: text.len(),
