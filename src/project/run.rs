@@ -29,7 +29,7 @@ use crate::project::{
     schedule::Needed,
 };
 use crate::rules::Dispatch;
-use crate::semantic::facts::{FactBase, Question};
+use crate::semantic::facts::{self, FactBase, Question, Reads};
 use crate::semantic::frameworks::Frameworks;
 use crate::semantic::summary::{Demand, FileSummary};
 use crate::settings::Settings;
@@ -267,11 +267,24 @@ pub struct Session {
     demand: Vec<Demand>,
     linted: Vec<Linted>,
     /// The questions each file's findings rest on.
-    questions: Vec<Vec<Question>>,
+    asked: Vec<Asked>,
+    /// How many times files were linted again, and the last of those times each file's
+    /// summary was replaced (0: never) and each file was linted (0: in the first pass). A file
+    /// whose answers read a summary replaced since it was linted is asked its questions again.
+    rounds: u32,
+    summarised_in: Vec<u32>,
+    linted_in: Vec<u32>,
 }
 
 /// What linting one file of a session yields: its index, result, summary and questions.
-type Relinted = (usize, Linted, FileSummary, Vec<Question>);
+type Relinted = (usize, Linted, FileSummary, Asked);
+
+/// The questions a file asked the fact base, and the summaries their answers rest on.
+#[derive(Default)]
+struct Asked {
+    questions: Vec<Question>,
+    reads: Reads,
+}
 
 impl Session {
     /// Lints the targets as one project: each file once, after the files it imports (a file
@@ -298,7 +311,7 @@ impl Session {
             );
         let (dependencies, demand) = link(&facts, &imports);
 
-        let results: Vec<OnceLock<(Linted, Vec<Question>)>> =
+        let results: Vec<OnceLock<(Linted, Asked)>> =
             targets.iter().map(|_| OnceLock::new()).collect();
         let rechecked: Vec<OnceLock<Relinted>> = targets.iter().map(|_| OnceLock::new()).collect();
         // What each file costs to lint, for the schedule: its size.
@@ -332,15 +345,17 @@ impl Session {
             |index| {
                 // A file that did not wait for some of its imports (they import it back), once
                 // they are done: linted again if their summaries answer its questions otherwise.
+                // Only answers given without some summary can be given otherwise now.
                 if let Some((_, asked)) = results[index].get()
-                    && answers_changed(&facts, asked, index)
+                    && asked.reads.pending
+                    && answers_changed(&facts, &asked.questions, index)
                 {
                     let relinted = lint(index, read(&targets[index], overrides), Reuse::Afresh);
                     let _ = rechecked[index].set(relinted);
                 }
             },
         );
-        let (linted, questions) = results
+        let (linted, asked): (Vec<Linted>, Vec<Asked>) = results
             .into_iter()
             .map(|result| result.into_inner().expect("every file was linted"))
             .unzip();
@@ -349,6 +364,7 @@ impl Session {
             .enumerate()
             .map(|(index, target)| (target.path.clone(), index))
             .collect();
+        let targets_len = targets.len();
         let mut session = Session {
             targets,
             index,
@@ -356,7 +372,10 @@ impl Session {
             imports,
             demand,
             linted,
-            questions,
+            asked,
+            rounds: 0,
+            summarised_in: vec![0; targets_len],
+            linted_in: vec![0; targets_len],
         };
         let rechecked: Vec<Relinted> = rechecked
             .into_iter()
@@ -491,11 +510,18 @@ impl Session {
     /// Lints again the files (but those in `done`) whose questions the fact base now answers
     /// otherwise.
     fn relint_stale(&mut self, done: &[usize], overrides: &Overrides, cache: Option<&Cache>) {
+        let summarised_in = &self.summarised_in;
         let stale: Vec<usize> = (0..self.targets.len())
             .into_par_iter()
             .filter(|&index| {
+                let asked = &self.asked[index];
+                let linted = self.linted_in[index];
+                // Replaced in the round the file was linted in counts: it may have read the
+                // summary before.
+                let since = |file: usize| summarised_in[file] > 0 && summarised_in[file] >= linted;
                 !done.contains(&index)
-                    && answers_changed(&self.facts, &self.questions[index], index)
+                    && asked.reads.may_change(since)
+                    && answers_changed(&self.facts, &asked.questions, index)
             })
             .collect();
         let relinted: Vec<Relinted> = stale
@@ -523,10 +549,16 @@ impl Session {
     }
 
     fn keep(&mut self, relinted: Vec<Relinted>) {
+        if relinted.is_empty() {
+            return;
+        }
+        self.rounds += 1;
         for (index, linted, summary, asked) in relinted {
             self.facts.replace_summary(index, Arc::new(summary));
             self.linted[index] = linted;
-            self.questions[index] = asked;
+            self.asked[index] = asked;
+            self.summarised_in[index] = self.rounds;
+            self.linted_in[index] = self.rounds;
         }
     }
 }
@@ -554,7 +586,7 @@ fn lint_read(
                 lint_in_project(target, &bytes, tree, place, cache, reuse);
             (index, linted, summary, asked)
         }
-        Err(linted) => (index, *linted, FileSummary::default(), Vec::new()),
+        Err(linted) => (index, *linted, FileSummary::default(), Asked::default()),
     }
 }
 
@@ -758,7 +790,7 @@ fn lint_in_project(
     place: Place<'_>,
     cache: Option<&Cache>,
     reuse: Reuse,
-) -> (Linted, FileSummary, Vec<Question>) {
+) -> (Linted, FileSummary, Asked) {
     let Place {
         facts,
         index,
@@ -808,16 +840,22 @@ fn lint_in_project(
             warning,
             graph_calls: cached.graph_calls,
         };
-        return (linted, cached.summary, cached.questions);
+        let asked = Asked {
+            questions: cached.questions,
+            reads: Reads::unknown(),
+        };
+        return (linted, cached.summary, asked);
     }
     let mut extra = Extra::default();
-    let (outcome, called) = lint_bytes(
-        &target.path,
-        bytes,
-        &target.settings,
-        false,
-        Some((project, &mut extra, tree)),
-    );
+    let ((outcome, called), reads) = facts::noting_reads(|| {
+        lint_bytes(
+            &target.path,
+            bytes,
+            &target.settings,
+            false,
+            Some((project, &mut extra, tree)),
+        )
+    });
     if let Some(cache) = cache {
         let fresh = |diagnostics| Fresh {
             diagnostics,
@@ -848,7 +886,11 @@ fn lint_in_project(
         warning,
         graph_calls: extra.graph_calls,
     };
-    (linted, extra.summary, extra.questions)
+    let asked = Asked {
+        questions: extra.questions,
+        reads,
+    };
+    (linted, extra.summary, asked)
 }
 
 /// What linting a file in a project yields besides its outcome.

@@ -8,6 +8,7 @@
 //! import the scan missed) is recorded with the file ([`Question`]) and checked again once
 //! every summary is in: a file whose answers changed is linted again.
 
+use std::cell::RefCell;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
@@ -144,6 +145,47 @@ impl Ask {
     }
 }
 
+/// Which summaries the answers a file got rest on: what can change them.
+#[derive(Debug, Clone, Default)]
+pub struct Reads {
+    /// Some lookup met a file whose summary was not in yet.
+    pub pending: bool,
+    /// The files whose summaries lookups read, sorted.
+    pub files: Vec<u32>,
+}
+
+impl Reads {
+    /// Reads not known (answers taken from the cache): any summary may change them.
+    pub fn unknown() -> Reads {
+        Reads {
+            pending: true,
+            files: Vec::new(),
+        }
+    }
+
+    /// Whether answers that rest on these reads may differ now that these files were
+    /// summarised again.
+    pub fn may_change(&self, resummarised: impl Fn(usize) -> bool) -> bool {
+        self.pending || self.files.iter().any(|&file| resummarised(file as usize))
+    }
+}
+
+thread_local! {
+    /// The reads of the lint running on this thread, while one is noted. A thread, not the
+    /// fact base: files are linted in parallel, each on one thread, against one base.
+    static READS: RefCell<Option<Reads>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` (linting one file, on this thread), with the summaries its answers rest on.
+pub fn noting_reads<T>(f: impl FnOnce() -> T) -> (T, Reads) {
+    let outer = READS.replace(Some(Reads::default()));
+    let value = f();
+    let mut reads = READS.replace(outer).unwrap_or_default();
+    reads.files.sort_unstable();
+    reads.files.dedup();
+    (value, reads)
+}
+
 impl FactBase {
     /// A fact base for these files (their paths as linted), with no summary yet.
     pub fn new<'p>(paths: impl IntoIterator<Item = &'p Path>) -> Self {
@@ -275,6 +317,17 @@ impl FactBase {
         self.summaries[file].get().map(Arc::as_ref)
     }
 
+    /// A file's summary for a lookup, which is noted on this thread (see [`noting_reads`]).
+    fn summary_to_look_up(&self, file: usize) -> Option<&FileSummary> {
+        let summary = self.summary(file);
+        READS.with_borrow_mut(|reads| match (reads, summary) {
+            (Some(reads), Some(_)) => reads.files.push(file as u32),
+            (Some(reads), None) => reads.pending = true,
+            (None, _) => {}
+        });
+        summary
+    }
+
     /// The file a dotted module path names, seen from `importer` (the closest of several
     /// files whose paths end with it).
     pub fn module_file(&self, dotted: &str, importer: Option<usize>) -> Option<usize> {
@@ -320,7 +373,7 @@ impl FactBase {
             let Some(&first) = rest.first() else {
                 return Lookup::Module;
             };
-            let Some(summary) = self.summary(file) else {
+            let Some(summary) = self.summary_to_look_up(file) else {
                 return Lookup::Pending;
             };
             let Some(symbol) = summary.get(first) else {
@@ -652,7 +705,9 @@ impl FactBase {
             };
             let rest = &parts[split..];
             let first = rest.first()?;
-            if let Some(Symbol::Import(target)) = self.summary(file).and_then(|s| s.get(first)) {
+            if let Some(Symbol::Import(target)) =
+                self.summary_to_look_up(file).and_then(|s| s.get(first))
+            {
                 let mut target = target.clone();
                 for part in &rest[1..] {
                     target.push('.');
