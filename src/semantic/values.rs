@@ -1334,8 +1334,9 @@ impl<'a> Analysis<'a> {
     }
 
     /// The `index`th element of what a call returns, unpacked (`a, b = f(x)`): the matching
-    /// argument of a call that places its arguments on the accelerator, else an element of the
-    /// call's value.
+    /// argument of a call that places its arguments on the accelerator, the matching element
+    /// of what a method of the class returns (`pred, y = self.shared_step(batch)`), else an
+    /// element of the call's value.
     fn unpacked_element(
         &self,
         call: Node<'a>,
@@ -1344,7 +1345,40 @@ impl<'a> Analysis<'a> {
         arguments: &[(usize, u32, ValueFacts)],
     ) -> ValueFacts {
         self.placed_argument(call, index, depth, arguments)
+            .or_else(|| self.own_method_call_element(call, index, depth))
             .unwrap_or_else(|| element_facts(self.facts_at_depth(call, depth, arguments)))
+    }
+
+    /// `self.method(...)`, a method of the class around the call: the `index`th element of
+    /// what it returns, given the call's arguments.
+    fn own_method_call_element(
+        &self,
+        call: Node<'a>,
+        index: u32,
+        depth: usize,
+    ) -> Option<ValueFacts> {
+        if depth >= MAX_CALL_DEPTH || call.kind_id() != KINDS.call {
+            return None;
+        }
+        let callee = call.child_by_field_id(FIELDS.function)?;
+        if callee.kind_id() != KINDS.attribute
+            || self.text(callee.child_by_field_id(FIELDS.object)?) != "self"
+        {
+            return None;
+        }
+        let method = self.text(callee.child_by_field_id(FIELDS.attribute)?);
+        // A forward pass's outputs are the forward's (with the caller's grad), as in
+        // `own_method_call`.
+        if method == "forward" {
+            return None;
+        }
+        let class = self.class_of(call)?;
+        let function = self.model.classes[class]
+            .methods
+            .iter()
+            .find(|(name, _)| *name == method)
+            .map(|(_, node)| *node)?;
+        self.call_function(call, function, 1, depth, Some(index))
     }
 
     /// The `index`th argument of a call that returns its arguments placed on the accelerator
