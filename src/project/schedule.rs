@@ -165,7 +165,8 @@ impl<'s, F: Fn(usize) + Sync, R: Fn(usize) + Sync> State<'s, F, R> {
 
 /// Each file's position in an order in which it comes after the files it waits for. Sets of
 /// files that reach each other (strongly connected) come after the sets they import, as
-/// petgraph's Tarjan lists them; within a set, in the post-order of a depth-first walk of its
+/// petgraph's Kosaraju lists them (iterative, unlike its Tarjan: import chains can be as long
+/// as a run has files); within a set, in the post-order of a depth-first walk of its
 /// module-level imports from every file in turn, costliest first: an import of a file placed
 /// earlier is waited for, one of a file placed later closes a cycle.
 fn finish_order(dependencies: &[Vec<Needed>], cost: &impl Fn(usize) -> usize) -> Vec<usize> {
@@ -186,7 +187,7 @@ fn finish_order(dependencies: &[Vec<Needed>], cost: &impl Fn(usize) -> usize) ->
             );
         }
     }
-    let sets = petgraph::algo::tarjan_scc(&graph);
+    let sets = petgraph::algo::kosaraju_scc(&graph);
     let mut set_of = vec![0; count];
     for (set, files) in sets.iter().enumerate() {
         for file in files {
@@ -287,6 +288,26 @@ mod tests {
                 Job::Recheck(_) => None,
             })
             .collect()
+    }
+
+    #[test]
+    fn a_chain_as_long_as_a_big_run_does_not_overflow_the_stack() {
+        // Each file imports the next; on a test thread's small stack, a recursive walk would
+        // overflow long before the end.
+        let count = 300_000;
+        let edges: Vec<Vec<Needed>> = (0..count)
+            .map(|file| {
+                (file + 1 < count)
+                    .then_some(Needed {
+                        file: file + 1,
+                        deferred: false,
+                    })
+                    .into_iter()
+                    .collect()
+            })
+            .collect();
+        let finished = finish_order(&edges, &no_cost);
+        assert!((1..count).all(|file| finished[file] < finished[file - 1]));
     }
 
     #[test]
