@@ -500,6 +500,35 @@ fn a_document_is_linted_with_the_rest_of_its_project() {
     assert_eq!(client.shutdown(), 0);
 }
 
+#[test]
+fn a_change_to_what_another_file_returns_relints_the_files_that_asked() {
+    let mut client = Client::start(Value::Null);
+    let dir = client._dir.path().to_owned();
+    std::fs::write(dir.join("pyproject.toml"), "[tool.torchlint]\n").unwrap();
+    std::fs::create_dir_all(dir.join("pkg")).unwrap();
+    let not_a_model = "def build_model(name):\n    return {\"name\": name}\n";
+    std::fs::write(dir.join("pkg/factory.py"), not_a_model).unwrap();
+    // `net` is whatever the factory returns: not a model yet.
+    let eval = client.open_file(
+        "pkg/eval.py",
+        "from pkg.factory import build_model\n\ndef evaluate(loader):\n    net = build_model(\"r18\")\n    hits = 0\n    for x, y in loader:\n        hits += (net(x.cuda()).argmax(1) == y.cuda()).sum().item()\n    return hits\n",
+    );
+    assert_eq!(client.codes_of(&eval), Vec::<String>::new());
+
+    // The factory's buffer now builds a model: the evaluation, untouched, runs it with grad.
+    let factory = client.open_file("pkg/factory.py", not_a_model);
+    assert_eq!(client.codes_of(&factory), Vec::<String>::new());
+    client.notify(
+        "textDocument/didChange",
+        json!({
+            "textDocument": { "uri": factory, "version": 2 },
+            "contentChanges": [{ "text": "import torchvision\n\ndef build_model(name):\n    return torchvision.models.resnet18(num_classes=10)\n" }],
+        }),
+    );
+    assert_eq!(client.codes_of(&eval), ["TL101"]);
+    assert_eq!(client.shutdown(), 0);
+}
+
 const NOWHERE: &str = r#"{ "textDocument": { "uri": "file:///nowhere.py" }, "position": { "line": 0, "character": 0 } }"#;
 
 #[test]
