@@ -268,12 +268,11 @@ pub struct Session {
     linted: Vec<Linted>,
     /// The questions each file's findings rest on.
     asked: Vec<Asked>,
-    /// How many times files were linted again, and the last of those times each file's
-    /// summary was replaced (0: never) and each file was linted (0: in the first pass). A file
-    /// whose answers read a summary replaced since it was linted is asked its questions again.
+    /// How many times files were linted again, and the last of those times each file was (0:
+    /// only in the first pass), which is when its summary was replaced too. A file whose
+    /// answers read a summary replaced since it was linted is asked its questions again.
     rounds: u32,
-    summarised_in: Vec<u32>,
-    linted_in: Vec<u32>,
+    relinted_in: Vec<u32>,
 }
 
 /// What linting one file of a session yields: its index, result, summary and questions.
@@ -364,7 +363,7 @@ impl Session {
             .enumerate()
             .map(|(index, target)| (target.path.clone(), index))
             .collect();
-        let targets_len = targets.len();
+        let relinted_in = vec![0; targets.len()];
         let mut session = Session {
             targets,
             index,
@@ -374,8 +373,7 @@ impl Session {
             linted,
             asked,
             rounds: 0,
-            summarised_in: vec![0; targets_len],
-            linted_in: vec![0; targets_len],
+            relinted_in,
         };
         let rechecked: Vec<Relinted> = rechecked
             .into_iter()
@@ -510,15 +508,15 @@ impl Session {
     /// Lints again the files (but those in `done`) whose questions the fact base now answers
     /// otherwise.
     fn relint_stale(&mut self, done: &[usize], overrides: &Overrides, cache: Option<&Cache>) {
-        let summarised_in = &self.summarised_in;
+        let relinted_in = &self.relinted_in;
         let stale: Vec<usize> = (0..self.targets.len())
             .into_par_iter()
             .filter(|&index| {
                 let asked = &self.asked[index];
-                let linted = self.linted_in[index];
+                let linted = relinted_in[index];
                 // Replaced in the round the file was linted in counts: it may have read the
                 // summary before.
-                let since = |file: usize| summarised_in[file] > 0 && summarised_in[file] >= linted;
+                let since = |file: usize| relinted_in[file] > 0 && relinted_in[file] >= linted;
                 !done.contains(&index)
                     && asked.reads.may_change(since)
                     && answers_changed(&self.facts, &asked.questions, index)
@@ -557,8 +555,7 @@ impl Session {
             self.facts.replace_summary(index, Arc::new(summary));
             self.linted[index] = linted;
             self.asked[index] = asked;
-            self.summarised_in[index] = self.rounds;
-            self.linted_in[index] = self.rounds;
+            self.relinted_in[index] = self.rounds;
         }
     }
 }

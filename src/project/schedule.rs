@@ -247,7 +247,6 @@ mod tests {
         0
     }
 
-    /// Runs the schedule on a pool of `threads`: the jobs in the order they ran.
     /// Module-level imports, by file.
     fn needed(edges: &[&[usize]]) -> Vec<Vec<Needed>> {
         edges
@@ -264,6 +263,7 @@ mod tests {
             .collect()
     }
 
+    /// Runs the schedule on a pool of `threads`: the jobs in the order they ran.
     fn run(edges: &[Vec<Needed>], costs: &[usize], threads: usize) -> Vec<Job> {
         let log = Mutex::new(Vec::new());
         rayon::ThreadPoolBuilder::new()

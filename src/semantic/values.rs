@@ -1349,15 +1349,15 @@ impl<'a> Analysis<'a> {
             .unwrap_or_else(|| element_facts(self.facts_at_depth(call, depth, arguments)))
     }
 
-    /// `self.method(...)`, a method of the class around the call: the `index`th element of
-    /// what it returns, given the call's arguments.
+    /// `self.method(...)`, a method of the file's classes: the `index`th element of what it
+    /// returns, given the call's arguments.
     fn own_method_call_element(
         &self,
         call: Node<'a>,
         index: u32,
         depth: usize,
     ) -> Option<ValueFacts> {
-        if depth >= MAX_CALL_DEPTH || call.kind_id() != KINDS.call {
+        if call.kind_id() != KINDS.call {
             return None;
         }
         let callee = call.child_by_field_id(FIELDS.function)?;
@@ -1367,18 +1367,7 @@ impl<'a> Analysis<'a> {
             return None;
         }
         let method = self.text(callee.child_by_field_id(FIELDS.attribute)?);
-        // A forward pass's outputs are the forward's (with the caller's grad), as in
-        // `own_method_call`.
-        if method == "forward" {
-            return None;
-        }
-        let class = self.class_of(call)?;
-        let function = self.model.classes[class]
-            .methods
-            .iter()
-            .find(|(name, _)| *name == method)
-            .map(|(_, node)| *node)?;
-        self.call_function(call, function, 1, depth, Some(index))
+        self.own_method_call(call, method, depth, Some(index))
     }
 
     /// The `index`th argument of a call that returns its arguments placed on the accelerator
@@ -2000,7 +1989,7 @@ impl<'a> Analysis<'a> {
         match receiver.kind {
             Kind::Module if !is_non_forward_method(method) && self.is_model_member(method) => {
                 // A helper method of the model's class: what it returns; else a forward pass.
-                if let Some(facts) = self.own_method_call(call, method, depth) {
+                if let Some(facts) = self.own_method_call(call, method, depth, None) {
                     return facts;
                 }
                 return self.forward_facts(call, receiver, combine_arguments);
@@ -2438,8 +2427,14 @@ impl<'a> Analysis<'a> {
     }
 
     /// `self.helper(...)` where `helper` is a method of the file's classes (not `forward`):
-    /// what it returns.
-    fn own_method_call(&self, call: Node<'a>, method: &str, depth: usize) -> Option<ValueFacts> {
+    /// what it returns, or its `element`th element.
+    fn own_method_call(
+        &self,
+        call: Node<'a>,
+        method: &str,
+        depth: usize,
+        element: Option<u32>,
+    ) -> Option<ValueFacts> {
         if depth >= MAX_CALL_DEPTH || method == "forward" {
             return None;
         }
@@ -2457,7 +2452,7 @@ impl<'a> Analysis<'a> {
                     .find(|(name, _)| *name == method)
                     .map(|(_, node)| *node)
             })?;
-        self.call_function(call, function, 1, depth, None)
+        self.call_function(call, function, 1, depth, element)
     }
 
     /// What a method of one of the file's classes returns when `call` calls it.
