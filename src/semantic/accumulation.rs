@@ -130,7 +130,7 @@ fn find_accumulation<'a>(
         if left.kind_id() != KINDS.identifier && left.kind_id() != KINDS.attribute {
             return None;
         }
-        if right.kind_id() == KINDS.call {
+        if right.kind_id() == KINDS.call || right.kind_id() == KINDS.conditional_expression {
             return concatenation(checker, left, right);
         }
         let mut right = right;
@@ -352,13 +352,24 @@ static STACK: LazyLock<Finder> = LazyLock::new(|| Finder::new("stack"));
 pub static SELF_DOT: LazyLock<Finder> = LazyLock::new(|| Finder::new("self."));
 
 /// `acc = torch.cat([acc, v])` (or `[v, acc]`, `torch.stack`, `torch.vstack`): the items
-/// concatenated onto the container.
+/// concatenated onto the container. Also as either branch of a conditional: the first batch
+/// starts the accumulator (`acc = v if acc is None else torch.cat([acc, v])`), and a guard may
+/// keep the slot (`torch.cat((all[k], v)) if isinstance(v, Tensor) else None`).
 fn concatenation<'a>(
     checker: &impl Position<'a>,
     left: Node<'a>,
-    call: Node<'a>,
+    right: Node<'a>,
 ) -> Option<Accumulation<'a>> {
-    let items = concatenated_items(checker, call)?;
+    if right.kind_id() == KINDS.conditional_expression {
+        return [right.named_child(0), right.named_child(2)]
+            .into_iter()
+            .flatten()
+            .find_map(|branch| concatenation(checker, left, branch));
+    }
+    if right.kind_id() != KINDS.call {
+        return None;
+    }
+    let items = concatenated_items(checker, right)?;
     let target = checker.node_text(left);
     if !items.iter().any(|item| checker.node_text(*item) == target) {
         return None;
@@ -406,16 +417,8 @@ fn store_into_slot<'a>(
     left: Node<'a>,
     right: Node<'a>,
 ) -> Option<Accumulation<'a>> {
-    // `all["query"] = torch.cat((all["query"], emb))`: grows the slot every time (also
-    // as the first branch of `... if isinstance(emb, Tensor) else None`).
-    let grown = if right.kind_id() == KINDS.conditional_expression {
-        right.named_child(0).unwrap_or(right)
-    } else {
-        right
-    };
-    if grown.kind_id() == KINDS.call
-        && let Some(mut found) = concatenation(checker, left, grown)
-    {
+    // `all["query"] = torch.cat((all["query"], emb))`: grows the slot every time.
+    if let Some(mut found) = concatenation(checker, left, right) {
         let mut base = left;
         while base.kind_id() == KINDS.subscript {
             base = checker.field(base, FIELDS.value)?;

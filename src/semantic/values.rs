@@ -1078,7 +1078,7 @@ impl<'a> Analysis<'a> {
 
     /// A row of a tensor a loop iterates (`for row in out`, `for name, row in zip(names, out)`,
     /// `for i, row in enumerate(out)`): a view, which keeps the whole tensor's storage on its
-    /// device.
+    /// device. Through `zip` and `enumerate`, also an item of a list of device tensors.
     fn row_facts(
         &self,
         iterable: Node<'a>,
@@ -1105,6 +1105,11 @@ impl<'a> Analysis<'a> {
             return None;
         }
         let facts = self.facts_at_depth(inner, depth, arguments);
+        // `for i, f in enumerate(features)` over a list of device tensors: an item of it, as
+        // `for f in features` gives.
+        if facts.kind == Kind::Container && facts.device == Tri::Yes && inner != iterable {
+            return Some(element_facts(facts));
+        }
         (facts.kind == Kind::Tensor).then_some(ValueFacts {
             eval_mode: false,
             ..facts

@@ -303,9 +303,11 @@ impl GpuCollection {
         // Device tensors without a graph (a graph-carrying value is TL102's), alone or in a
         // tuple or list stored whole: `stats.append((correct, pred[:, 4], labels))`.
         // A value the loop backpropagates carries its graph, whatever its facts could tell.
+        // What `torch.cat` takes is a tensor, even where its facts do not say so (an item of
+        // a list of the model's outputs).
         let kept_on_device = |value: Node<'a>| {
             let facts = checker.analysis.facts(value);
-            facts.kind == Kind::Tensor
+            (facts.kind == Kind::Tensor || found.how == How::Concat && facts.kind == Kind::Unknown)
                 && facts.device == Tri::Yes
                 && facts.graph != Tri::Yes
                 && !backpropagated_in_loop(checker, value)
