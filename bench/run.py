@@ -4,7 +4,11 @@
 A benchmark, not a test: it prints numbers and PASS/FAIL against the target, and exits 0
 whatever they are. Python 3 stdlib only.
 
-Usage: python3 bench/run.py [--torchlint PATH] [--rounds N]
+Usage: python3 bench/run.py [--torchlint PATH] [--before PATH] [--ruff PATH] [--rounds N]
+
+--before runs an older binary's full lint in the same rounds (a change's cost as a ratio
+measured in one run); --ruff (default: `ruff` on PATH) times `ruff check --select B` over
+the same corpus beside it.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -125,6 +130,8 @@ def main() -> int:
         "--torchlint", type=Path, default=REPO / "target" / "release" / "torchlint",
         help="the binary to benchmark (default: target/release/torchlint)",
     )
+    parser.add_argument("--before", type=Path, help="an older torchlint binary to run beside it")
+    parser.add_argument("--ruff", default=shutil.which("ruff"), help="a Ruff binary to time beside it")
     parser.add_argument("--rounds", type=int, default=5, help="timed rounds of each mode (default 5)")
     args = parser.parse_args()
 
@@ -140,6 +147,15 @@ def main() -> int:
 
     lint_cmd = [str(binary), "check", "--no-cache", "--exit-zero", "--output-format", "json", "--quiet", CORPUS_ARG]
     parse_cmd = [str(binary), "check", "--parse-only", "--quiet", CORPUS_ARG]
+    # Other programs timed in the same rounds, by the name their row gets.
+    others: dict[str, list[str]] = {}
+    if args.before:
+        if not args.before.is_file():
+            print(f"error: no torchlint binary at {args.before}", file=sys.stderr)
+            return 2
+        others["before"] = [str(args.before.resolve()), *lint_cmd[1:]]
+    if args.ruff:
+        others["ruff -B"] = [args.ruff, "check", "--select", "B", "--no-cache", "--exit-zero", "--quiet", CORPUS_ARG]
 
     version = subprocess.run([str(binary), "--version"], capture_output=True, text=True).stdout.strip()
     print(f"binary:  {binary} ({version})")
@@ -151,6 +167,8 @@ def main() -> int:
         print("warning: the machine is not idle; other processes will inflate and scatter the timings")
     print(f"lint:    {' '.join(lint_cmd[1:])}")
     print(f"parse:   {' '.join(parse_cmd[1:])}")
+    for name, cmd in others.items():
+        print(f"{name + ':':<8} {' '.join(cmd)}")
 
     with tempfile.TemporaryDirectory(prefix="torchlint-bench-") as tmp:
         tmp = Path(tmp)
@@ -165,6 +183,8 @@ def main() -> int:
         parse_err_path = tmp / "parse.stderr"
         with open(parse_err_path, "wb") as err:
             warm_parse = timed_run([c for c in parse_cmd if c != "--quiet"], subprocess.DEVNULL, err)
+        for cmd in others.values():
+            timed_run(cmd, subprocess.DEVNULL, subprocess.DEVNULL)
 
         lint_stderr = lint_err_path.read_text(errors="replace")
         parse_stderr = parse_err_path.read_text(errors="replace")
@@ -178,15 +198,19 @@ def main() -> int:
         # processes, thermal state) falls on both alike.
         lint_runs: list[Run] = []
         parse_runs: list[Run] = []
+        other_runs: dict[str, list[Run]] = {name: [] for name in others}
         for round_no in range(1, args.rounds + 1):
             # stderr to a file, not a pipe: nothing has to drain it while the clock runs,
             # and the exit codes below can be explained afterwards.
             with open(tmp / "timed.stderr", "wb") as err:
                 lint_runs.append(timed_run(lint_cmd, subprocess.DEVNULL, err))
                 parse_runs.append(timed_run(parse_cmd, subprocess.DEVNULL, err))
+                for name, cmd in others.items():
+                    other_runs[name].append(timed_run(cmd, subprocess.DEVNULL, subprocess.DEVNULL))
+            timings = "".join(f", {name} {runs[-1].wall_s:.3f} s" for name, runs in other_runs.items())
             print(
                 f"round {round_no}/{args.rounds}: lint {lint_runs[-1].wall_s:.3f} s, "
-                f"parse-only {parse_runs[-1].wall_s:.3f} s",
+                f"parse-only {parse_runs[-1].wall_s:.3f} s{timings}",
                 flush=True,
             )
 
@@ -218,10 +242,17 @@ def main() -> int:
     print(f"{'mode':<12} {'median s':>10} {'min s':>10} {'median cpu s':>12} {'peak RSS MiB':>14}")
     print(row("full lint", lint_runs))
     print(row("parse-only", parse_runs))
+    for name, runs in other_runs.items():
+        print(row(name, runs))
     # The CPU-time ratio barely moves when other processes compete for the cores, unlike
     # wall time, so it is the figure to trust on a busy machine.
     ratio_cpu = statistics.median(r.cpu_s for r in lint_runs) / statistics.median(r.cpu_s for r in parse_runs)
     print(f"{'ratio':<12} {ratio_med:>10.3f} {ratio_min:>10.3f} {ratio_cpu:>12.3f}   (lint / parse-only)")
+    for name, runs in other_runs.items():
+        wall = lint_med / statistics.median(r.wall_s for r in runs)
+        cpu = statistics.median(r.cpu_s for r in lint_runs) / statistics.median(r.cpu_s for r in runs)
+        rss = max(r.maxrss_mib for r in lint_runs) / max(r.maxrss_mib for r in runs)
+        print(f"{'ratio':<12} {wall:>10.3f} {'':>10} {cpu:>12.3f} {rss:>14.3f}   (lint / {name})")
     print()
     print(f"throughput: full lint {size / 1e6 / lint_med:.1f} MB/s, parse-only {size / 1e6 / parse_med:.1f} MB/s (medians)")
     verdict = "PASS" if ratio_med <= TARGET_RATIO else "FAIL"

@@ -93,6 +93,10 @@ pub struct Checker<'a> {
     /// The last statement asked whether it accumulates into a container, and the answer
     /// (several memory rules ask at each statement).
     pub(crate) accumulation: std::cell::Cell<Option<(usize, Option<Accumulation<'a>>)>>,
+    /// The last answer of [`Checker::per_step_context`], by the frame that decides it (the
+    /// innermost loop of the function, else the function) and the question: rules ask it at
+    /// most calls, and every node of one loop body gets the same answer.
+    per_step: std::cell::RefCell<Option<(usize, bool, Option<PerBatchEvidence>)>>,
     /// Names of this file's methods that add something to `self` (`self.sum += val`).
     pub(crate) storing_methods: std::cell::OnceCell<rustc_hash::FxHashSet<String>>,
     /// The last call asked for its callee and name, and the model's answer (a lookup in a
@@ -142,6 +146,7 @@ pub fn check<'a>(
         options: std::cell::RefCell::new(Vec::new()),
         storing_methods: std::cell::OnceCell::new(),
         accumulation: std::cell::Cell::new(None),
+        per_step: std::cell::RefCell::new(None),
         recorded_call: std::cell::Cell::new(None),
         fields: Default::default(),
     };
@@ -458,6 +463,25 @@ impl<'a> Checker<'a> {
     }
 
     fn per_step_context(&self, count_batch_iteration: bool) -> Option<PerBatchEvidence> {
+        // The innermost loop settles the loops around it (its ancestors); without one, the
+        // function does.
+        let deciding = self
+            .frames_in_function()
+            .find(|frame| matches!(frame.kind, FrameKind::Loop))
+            .or_else(|| self.enclosing_function())
+            .map_or(usize::MAX, |frame| frame.node.id());
+        if let Some((node, counts, answer)) = &*self.per_step.borrow()
+            && *node == deciding
+            && *counts == count_batch_iteration
+        {
+            return answer.clone();
+        }
+        let answer = self.find_per_step_context(count_batch_iteration);
+        *self.per_step.borrow_mut() = Some((deciding, count_batch_iteration, answer.clone()));
+        answer
+    }
+
+    fn find_per_step_context(&self, count_batch_iteration: bool) -> Option<PerBatchEvidence> {
         for frame in self.frames_in_function() {
             if !matches!(frame.kind, FrameKind::Loop) {
                 continue;

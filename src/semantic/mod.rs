@@ -50,6 +50,10 @@ pub struct SemanticModel<'a> {
     /// The scope each scope-creating node (function, class, lambda, comprehension) opens.
     scope_of_node: HashMap<usize, ScopeId>,
     loops: HashMap<usize, LoopFacts>,
+    /// The calls in each loop's own body (not in a nested loop, function or class), in
+    /// document order, by loop node id: which of them trains is asked of the finished model
+    /// (a function may be defined below the loop), without walking the loop's tree again.
+    loop_calls: HashMap<usize, Vec<Node<'a>>>,
     functions: HashMap<usize, FunctionFacts>,
     functions_by_name: HashMap<&'a str, Vec<Node<'a>>>,
     pub comments: Vec<TextRange>,
@@ -218,6 +222,13 @@ impl<'a> SemanticModel<'a> {
         self.call_names.get(&call.id()).copied()
     }
 
+    /// The calls in a loop's own body, in document order (see `loop_calls`).
+    pub fn loop_calls(&self, loop_node: Node<'_>) -> &[Node<'a>] {
+        self.loop_calls
+            .get(&loop_node.id())
+            .map_or(&[], Vec::as_slice)
+    }
+
     /// The expressions a function returns (not those of functions nested in it).
     pub fn returns_of(&self, function: Node<'_>) -> &[Node<'a>] {
         self.returns.get(&function.id()).map_or(&[], Vec::as_slice)
@@ -278,6 +289,7 @@ struct Builder<'a> {
     scope_of_node: HashMap<usize, ScopeId>,
     open: Vec<Open>,
     loops: HashMap<usize, LoopFacts>,
+    loop_calls: HashMap<usize, Vec<Node<'a>>>,
     functions: HashMap<usize, FunctionFacts>,
     functions_by_name: HashMap<&'a str, Vec<Node<'a>>>,
     comments: Vec<TextRange>,
@@ -579,6 +591,7 @@ impl<'a> Builder<'a> {
             scope_of_node: HashMap::default(),
             open: Vec::new(),
             loops: HashMap::default(),
+            loop_calls: HashMap::default(),
             functions: HashMap::default(),
             functions_by_name: HashMap::default(),
             comments: Vec::new(),
@@ -723,6 +736,7 @@ impl<'a> Builder<'a> {
             scopes: self.scopes,
             scope_of_node: self.scope_of_node,
             loops: self.loops,
+            loop_calls: self.loop_calls,
             functions: self.functions,
             functions_by_name: self.functions_by_name,
             comments: self.comments,
@@ -767,6 +781,9 @@ impl<'a> Builder<'a> {
             Action::Nothing => {}
             Action::Comment => self.comments.push(node.byte_range()),
             Action::Call => {
+                if let Some(loop_node) = self.innermost_loop() {
+                    self.loop_calls.entry(loop_node).or_default().push(node);
+                }
                 if let Some((function, kind, name)) = self.record_call(node, own) {
                     // The callee is the first named child.
                     self.skip_first = self.passable(function, kind);
@@ -1063,6 +1080,21 @@ impl<'a> Builder<'a> {
             .push(kind, Some(self.scope()), node.byte_range(), Some(node));
         self.scope_of_node.insert(node.id(), id);
         self.scope_stack.push(id);
+    }
+
+    /// The loop whose own body the walk is in: the innermost open loop, unless a function,
+    /// lambda or class opened inside it (a comprehension runs in the loop's body).
+    fn innermost_loop(&self) -> Option<usize> {
+        for open in self.open.iter().rev() {
+            match open {
+                Open::Loop { node } => return Some(*node),
+                Open::Scope { .. } => {}
+                Open::Function { .. } | Open::OpaqueScope { .. } | Open::Class { .. } => {
+                    return None;
+                }
+            }
+        }
+        None
     }
 
     /// A training-step call marks the innermost loop (or, outside loops, the function) as

@@ -9,7 +9,7 @@ use tree_sitter::Node;
 use super::analysis::Analysis;
 use super::facts::Ask;
 use super::instances::ClassRef;
-use crate::parse::{self, Descend, FIELDS, KINDS, Visit, walk};
+use crate::parse::{self, FIELDS, KINDS};
 use crate::source::TextRange;
 
 impl<'a> Analysis<'a> {
@@ -112,31 +112,12 @@ impl<'a> Analysis<'a> {
     }
 
     fn find_training_call(&self, loop_node: Node<'a>) -> Option<TextRange> {
-        let body = loop_node.child_by_field_id(FIELDS.body)?;
-        let mut found = None;
-        walk(body, |visit| {
-            let Visit::Enter(node) = visit else {
-                return Descend::Yes;
-            };
-            if found.is_some() || !node.is_named() {
-                return Descend::No;
-            }
-            let kind = node.kind_id();
-            if kind == KINDS.for_statement
-                || kind == KINDS.while_statement
-                || kind == KINDS.function_definition
-                || kind == KINDS.lambda
-                || kind == KINDS.class_definition
-            {
-                return Descend::No;
-            }
-            if kind == KINDS.call && self.call_trains(node) {
-                found = self.model.callee(node).map(|callee| callee.byte_range());
-                return Descend::No;
-            }
-            Descend::Yes
-        });
-        found
+        self.model
+            .loop_calls(loop_node)
+            .iter()
+            .find(|call| self.call_trains(**call))
+            .and_then(|call| self.model.callee(*call))
+            .map(|callee| callee.byte_range())
     }
 }
 
