@@ -8,6 +8,7 @@
 pub mod accumulation;
 pub mod analysis;
 pub mod backprop;
+mod branches;
 pub mod constants;
 pub mod cross_file;
 pub mod facts;

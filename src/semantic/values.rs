@@ -678,9 +678,16 @@ impl<'a> Analysis<'a> {
                 .find(|b| function.contains(&b.offset) && b.offset <= node.start_byte())
                 .or(bindings.last())
         };
-        let Some(binding) = binding else {
+        let Some(mut binding) = binding else {
             return ValueFacts::default();
         };
+        // `else: crr = self.running_covar[:, 0]` under `if not self.training`, then a use
+        // under `if self.training`: the value comes from an earlier binding that can run with
+        // the use.
+        if found_in == scope && bindings.len() > 1 {
+            let function_start = self.model.scopes.get(scope).range.start;
+            binding = self.feasible_binding(node, binding, bindings, name, function_start);
+        }
         // `if output_file: outputs = outputs.cpu()`: moved to the host on one path only; on the
         // other the use sees what the name held before, on the device.
         if found_in == scope
@@ -871,6 +878,35 @@ impl<'a> Analysis<'a> {
     /// The facts of the binding before `binding` when `binding` moves the name's value to the
     /// host inside an `if` (without `else`) that does not hold the use, and that earlier value
     /// is on the device: the path that skips the branch keeps it there.
+    /// The last binding before `use_node` that is not in a branch excluding the use's.
+    fn feasible_binding<'b>(
+        &self,
+        use_node: Node<'a>,
+        last: &'b super::scope::Binding<'a>,
+        bindings: &'b [super::scope::Binding<'a>],
+        name: &str,
+        function_start: usize,
+    ) -> &'b super::scope::Binding<'a> {
+        let statement = |binding: &super::scope::Binding<'a>| match binding.site {
+            Site::Value { value, .. } => Some(value),
+            Site::Augmented(statement) => Some(statement),
+            _ => None,
+        };
+        let excluded = |binding: &super::scope::Binding<'a>| {
+            statement(binding)
+                .is_some_and(|node| self.exclusive_branches(node, use_node, name, function_start))
+        };
+        if !excluded(last) {
+            return last;
+        }
+        bindings
+            .iter()
+            .rev()
+            .filter(|binding| binding.offset < last.offset)
+            .find(|binding| !excluded(binding))
+            .unwrap_or(last)
+    }
+
     fn device_before_conditional_move(
         &self,
         use_node: Node<'a>,
