@@ -146,7 +146,85 @@ impl GradInfo {
                 break;
             }
         }
+        // The optimistic start also keeps functions that only call each other (`train()`
+        // calling `train_epoch()`, which calls `model.train()`: a call of `train` by name)
+        // disabled with no call site that shows it. A mark stays only where some call site
+        // is under a `no_grad` of its own, or in a function whose mark stays; then every site
+        // is checked again with the marks that are left. Only marked functions are revisited.
+        let mut marked: Vec<(usize, Node<'_>)> = functions
+            .iter()
+            .zip(&hooks)
+            .filter(|((id, _), hook)| !**hook && info.disabled_by_callers[id])
+            .map(|(function, _)| *function)
+            .collect();
+        loop {
+            let mut grounded: Vec<usize> = Vec::new();
+            loop {
+                let before = grounded.len();
+                for (id, node) in &marked {
+                    if !grounded.contains(id)
+                        && call_sites(analysis, *node)
+                            .any(|call| info.shows_disabled(call.start_byte(), &grounded, &marked))
+                    {
+                        grounded.push(*id);
+                    }
+                }
+                if grounded.len() == before {
+                    break;
+                }
+            }
+            let mut changed = false;
+            marked.retain(|(id, _)| {
+                let keep = grounded.contains(id);
+                if !keep {
+                    info.disabled_by_callers.insert(*id, false);
+                    changed = true;
+                }
+                keep
+            });
+            marked.retain(|(id, node)| {
+                let keep = call_sites(analysis, *node)
+                    .all(|call| info.mode_at(call.start_byte()) == GradMode::Disabled);
+                if !keep {
+                    info.disabled_by_callers.insert(*id, false);
+                    changed = true;
+                }
+                keep
+            });
+            if !changed {
+                break;
+            }
+        }
         info
+    }
+
+    /// Whether grad is disabled at `offset` by a context of its own (a `no_grad` block or
+    /// decorator, a framework's no-grad hook), or inside a function disabled by its callers
+    /// that is not being revisited (`marked`) or is `grounded` already.
+    fn shows_disabled(
+        &self,
+        offset: usize,
+        grounded: &[usize],
+        marked: &[(usize, Node<'_>)],
+    ) -> bool {
+        let Some(index) = self.innermost(offset) else {
+            return false;
+        };
+        match self.regions[index].kind {
+            RegionKind::With(effect)
+            | RegionKind::Function {
+                decorator: Some(effect),
+                ..
+            } => effect == GradEffect::Disable,
+            RegionKind::Function {
+                id,
+                decorator: None,
+            } => {
+                grounded.contains(&id)
+                    || (self.disabled_by_callers.get(&id).copied().unwrap_or(false)
+                        && !marked.iter().any(|(revisited, _)| *revisited == id))
+            }
+        }
     }
 
     /// Grad mode at a byte offset: the innermost region decides.
