@@ -510,8 +510,13 @@ impl<'a> Checker<'a> {
                 });
             }
             if facts.nested_training {
-                // An epoch loop: code here runs between passes over the data.
-                return None;
+                // An epoch loop: code here runs between passes over the data, unless the
+                // nested loop repeats updates on what this loop drew.
+                return crate::semantic::per_batch::updates_on_each_iteration(self, frame.node)
+                    .map(|reason| PerBatchEvidence {
+                        range: facts.header.clone(),
+                        reason,
+                    });
             }
         }
         let frame = self.enclosing_function()?;

@@ -36,6 +36,11 @@ fn reason<'a>(checker: &impl Position<'a>, loop_node: Node<'a>, helpers: bool) -
     if let Some(why) = iterates_what_batches_filled(checker, loop_node) {
         return Some(why);
     }
+    if facts.nested_training
+        && let Some(why) = updates_on_each_iteration(checker, loop_node)
+    {
+        return Some(why);
+    }
     let over_modules = checker
         .field(loop_node, FIELDS.right)
         .is_some_and(|iterable| checker.analysis().facts(iterable).kind == Kind::Module);
@@ -162,6 +167,70 @@ fn runs_forward<'a>(checker: &impl Position<'a>, loop_node: Node<'a>) -> Option<
         return None;
     }
     runs_forward_in(checker, checker.field(loop_node, FIELDS.body)?)
+}
+
+/// A loop whose nested training loops take no batches of their own and step an optimizer
+/// (`for j in range(self.updates_per_sample):` over the data this loop drew): each iteration
+/// is a step, not an epoch. The reason names the nested loop; `None` when some nested loop trains over
+/// a loader or draws its own batches (an epoch's pass over the data).
+pub fn updates_on_each_iteration<'a>(
+    checker: &impl Position<'a>,
+    loop_node: Node<'a>,
+) -> Option<String> {
+    let range = loop_node.byte_range();
+    let model = checker.model();
+    let mut nested = model
+        .skeleton
+        .iter()
+        .filter(|step| {
+            step.enter
+                && (step.kind == KINDS.for_statement || step.kind == KINDS.while_statement)
+                && step.node.id() != loop_node.id()
+                && range.contains(&step.node.start_byte())
+        })
+        .map(|step| step.node)
+        .filter(|nested| {
+            model
+                .loop_facts(*nested)
+                .is_some_and(|facts| facts.trains())
+        })
+        .peekable();
+    let first = *nested.peek()?;
+    // An optimizer step in the nested loop's own body: it updates the model (a profiler's
+    // loop of backward passes over one input updates nothing).
+    let steps_optimizer = |nested: Node<'a>| {
+        model.loop_calls(nested).iter().any(|call| {
+            model.call_name(*call) == Some("step")
+                && checker
+                    .model()
+                    .callee(*call)
+                    .and_then(|callee| checker.field(callee, FIELDS.object))
+                    .is_some_and(|receiver| {
+                        checker.node_text(receiver).contains("opt")
+                            || checker.analysis().facts(receiver).kind == Kind::Optimizer
+                    })
+        })
+    };
+    let repeats = |nested: Node<'a>| {
+        steps_optimizer(nested)
+            && nested.kind_id() == KINDS.for_statement
+            && checker.field(nested, FIELDS.right).is_some_and(|iterable| {
+                checker.node_text(iterable).starts_with("range(")
+                    && !checker.analysis().iterates_batches(iterable)
+            })
+            && draws_batch(checker, nested).is_none()
+    };
+    if !nested.all(repeats) {
+        return None;
+    }
+    let header = checker
+        .model()
+        .loop_facts(first)
+        .map_or("", |facts| &checker.text()[facts.header.clone()]);
+    Some(format!(
+        "this loop runs a training step each iteration (its nested loop `{}` updates on the data it draws)",
+        crate::source::snippet(header.trim_end_matches(':'), 50)
+    ))
 }
 
 /// Why a loop steps through batches, for labels: `for batch in loader`, or a `while` loop

@@ -39,21 +39,53 @@ pub fn reset_in_loop<'a>(checker: &impl Position<'a>, loop_node: Node<'a>, name:
         {
             return false;
         }
-        // `if ema is None: ema = loss` starts the average on the first step, once.
-        let first_value = lines[..at]
-            .iter()
-            .rev()
-            .find(|header| {
-                !header.trim().is_empty() && header.len() - header.trim_start().len() < indent
-            })
-            .is_some_and(|header| {
-                let header = header.trim();
-                header.starts_with("if ")
-                    && (header.contains(&format!("{name} is None"))
-                        || header.contains(&format!("not {name}")))
-            });
+        // `if ema is None: ema = loss` starts the average on the first step, once; so does
+        // the `else:` of `if ema is not None:` or `if ema and other:`.
+        let header_at = lines[..at].iter().rposition(|header| {
+            !header.trim().is_empty() && header.len() - header.trim_start().len() < indent
+        });
+        let Some(header_at) = header_at else {
+            return true;
+        };
+        let header = lines[header_at].trim();
+        let first_value = if header.starts_with("if ") {
+            tests_unset(header, name)
+        } else if header == "else:" {
+            let else_indent = lines[header_at].len() - header.len();
+            lines[..header_at]
+                .iter()
+                .rev()
+                .find(|line| {
+                    let trimmed = line.trim_start();
+                    line.len() - trimmed.len() == else_indent
+                        && (trimmed.starts_with("if ") || trimmed.starts_with("elif "))
+                })
+                .is_some_and(|condition| tests_set(condition.trim(), name))
+        } else {
+            false
+        };
         !first_value
     })
+}
+
+/// `if ema is None:`, `if not ema:`: a branch taken while the accumulator holds nothing yet.
+fn tests_unset(header: &str, name: &str) -> bool {
+    header.contains(&format!("{name} is None")) || header.contains(&format!("not {name}"))
+}
+
+/// `if ema is not None:`, `if ema and other:`: a condition whose `else:` is taken while the
+/// accumulator holds nothing yet.
+fn tests_set(header: &str, name: &str) -> bool {
+    let condition = header
+        .trim_start_matches("elif ")
+        .trim_start_matches("if ")
+        .trim_end_matches(':');
+    let set = format!("{name} is not None");
+    condition
+        .split(" and ")
+        .flat_map(|operand| operand.split(" or "))
+        .map(|operand| operand.trim().trim_matches(['(', ')']).trim())
+        .any(|operand| operand == name || operand == set)
 }
 
 /// Whether a loop empties the container on each iteration: `feats.clear()`, `del feats[:]`,

@@ -181,11 +181,17 @@ fn check_accumulation<'a>(
     let Some((label_range, why)) = evidence else {
         return;
     };
-    let backward_each_step = loops.iter().any(|l| checker.analysis.loop_trains(*l))
-        || (loops.is_empty()
-            && checker
-                .current_function()
-                .is_some_and(|(_, f)| f.contains_training || f.name.contains("training_step")));
+    // The loop trains, or repeats updates in a nested loop on what it drew (a step loop).
+    let backward_each_step = loops.iter().any(|l| {
+        checker.analysis.loop_trains(*l)
+            || checker
+                .model
+                .loop_facts(*l)
+                .is_some_and(|facts| facts.nested_training)
+    }) || (loops.is_empty()
+        && checker
+            .current_function()
+            .is_some_and(|(_, f)| f.contains_training || f.name.contains("training_step")));
     let growth = if backward_each_step {
         "its graph's nodes (host memory) grow every step"
     } else {
