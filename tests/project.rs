@@ -358,6 +358,32 @@ fn a_meter_passed_only_numbers_is_not_reported() {
     assert_eq!(findings(&project, "TL102", &[]), Vec::<String>::new());
 }
 
+const LOSS_TERMS: &str = "\
+import torch.nn.functional as F
+
+def compute_losses(model, x, y):
+    out = model(x)
+    return {\"mse\": F.mse_loss(out, y), \"l1\": F.l1_loss(out, y)}
+";
+
+#[test]
+fn loss_terms_another_file_returns_are_reported_where_each_is_accumulated_with_its_graph() {
+    let project = Project::new();
+    project.write("pkg/losses.py", LOSS_TERMS);
+    let train = |accumulated: &str| {
+        format!(
+            "from pkg.losses import compute_losses\n\ndef train(model, loader, opt):\n    totals = {{}}\n    for x, y in loader:\n        parts = compute_losses(model, x.cuda(), y.cuda())\n        opt.zero_grad()\n        sum(parts.values()).backward()\n        opt.step()\n        for name, value in parts.items():\n            totals[name] = totals.get(name, 0.0) + {accumulated}\n"
+        )
+    };
+    project.write("pkg/train.py", train("value"));
+    assert_eq!(
+        findings(&project, "TL102", &[]),
+        ["pkg/train.py:11:13: TL102"]
+    );
+    project.write("pkg/train.py", train("value.item()"));
+    assert_eq!(findings(&project, "TL102", &[]), Vec::<String>::new());
+}
+
 const IN_HOUSE_FACTORY: &str = "\
 import torch
 from acme.zoo import build_backbone
