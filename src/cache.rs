@@ -213,6 +213,15 @@ impl Cache {
         self.lock_updated().insert(key(path), Some(entry));
     }
 
+    /// The summary the last run left for a file, whatever its bytes were then: a file linted
+    /// again to the same summary changes no other file's answers.
+    pub fn summary_before(&self, path: &Path) -> Option<&FileSummary> {
+        self.loaded
+            .files
+            .get(&key(path))
+            .map(|entry| &entry.summary)
+    }
+
     /// Forgets a file (it failed to lint, or a rule broke on it: nothing to reuse).
     pub fn forget(&self, path: &Path) {
         let path = key(path);

@@ -273,6 +273,10 @@ pub struct Session {
     /// answers read a summary replaced since it was linted is asked its questions again.
     rounds: u32,
     relinted_in: Vec<u32>,
+    /// Some file's summary is not the one the cache held: the cached answers of the others
+    /// are asked again. (With every file from the cache, or linted again to the summary it
+    /// had, nothing they rest on changed.)
+    resummarised: bool,
 }
 
 /// What linting one file of a session yields: its index, result, summary and questions.
@@ -283,6 +287,12 @@ type Relinted = (usize, Linted, FileSummary, Asked);
 struct Asked {
     questions: Vec<Question>,
     reads: Reads,
+    /// The answers come from the cache: given by an earlier run once every summary was in,
+    /// so comparing them with answers given before that (during the first pass) says nothing.
+    cached: bool,
+    /// The file was linted to a summary other than the one the cache held for it (or there
+    /// was none): answers the cache holds for other files may differ now.
+    resummarised: bool,
 }
 
 impl Session {
@@ -347,6 +357,7 @@ impl Session {
                 // Only answers given without some summary can be given otherwise now.
                 if let Some((_, asked)) = results[index].get()
                     && asked.reads.pending
+                    && !asked.cached
                     && answers_changed(&facts, &asked.questions, index)
                 {
                     let relinted = lint(index, read(&targets[index], overrides), Reuse::Afresh);
@@ -374,7 +385,9 @@ impl Session {
             asked,
             rounds: 0,
             relinted_in,
+            resummarised: false,
         };
+        session.resummarised = session.asked.iter().any(|asked| asked.resummarised);
         let rechecked: Vec<Relinted> = rechecked
             .into_iter()
             .filter_map(OnceLock::into_inner)
@@ -382,7 +395,7 @@ impl Session {
         session.keep(rechecked);
         // Answers that changed now that every summary is in: lint those files again (their
         // cached results, if they came from the cache, rest on the old answers).
-        session.relint_stale(&[], overrides, cache);
+        session.settle(&[], overrides, cache);
         session
     }
 
@@ -452,7 +465,7 @@ impl Session {
         };
         let done: Vec<usize> = relinted.iter().map(|relinted| relinted.0).collect();
         self.keep(relinted);
-        self.relint_stale(&done, overrides, None);
+        self.settle(&done, overrides, None);
     }
 
     /// What the `files` came to, once the second pass has decided what their findings owe to
@@ -505,6 +518,23 @@ impl Session {
             .collect()
     }
 
+    /// Lints again the files whose answers changed until none does, for at most
+    /// `MAX_SETTLING_ROUNDS` rounds: files linted again in one round read each other's summaries
+    /// from before it (a module and the files importing what it re-exports), so one round
+    /// leaves answers that the next run, reading the new summaries, would find stale again
+    /// (and with a cache, every warm run would lint them again).
+    fn settle(&mut self, done: &[usize], overrides: &Overrides, cache: Option<&Cache>) {
+        let mut done = done;
+        for _ in 0..MAX_SETTLING_ROUNDS {
+            let before = self.rounds;
+            self.relint_stale(done, overrides, cache);
+            if self.rounds == before {
+                break;
+            }
+            done = &[];
+        }
+    }
+
     /// Lints again the files (but those in `done`) whose questions the fact base now answers
     /// otherwise.
     fn relint_stale(&mut self, done: &[usize], overrides: &Overrides, cache: Option<&Cache>) {
@@ -518,6 +548,7 @@ impl Session {
                 // summary before.
                 let since = |file: usize| relinted_in[file] > 0 && relinted_in[file] >= linted;
                 !done.contains(&index)
+                    && (!asked.cached || self.resummarised)
                     && asked.reads.may_change(since)
                     && answers_changed(&self.facts, &asked.questions, index)
             })
@@ -552,6 +583,7 @@ impl Session {
         }
         self.rounds += 1;
         for (index, linted, summary, asked) in relinted {
+            self.resummarised |= self.facts.summary(index) != Some(&summary);
             self.facts.replace_summary(index, Arc::new(summary));
             self.linted[index] = linted;
             self.asked[index] = asked;
@@ -566,6 +598,9 @@ fn answers_changed(facts: &FactBase, questions: &[Question], file: usize) -> boo
         .iter()
         .any(|question| facts.answer(&question.ask, Some(file)) != question.answer)
 }
+
+/// How many rounds of linting stale files again a session runs at most before it reports.
+const MAX_SETTLING_ROUNDS: usize = 4;
 
 /// Lints one file of a session from what reading it gave.
 fn lint_read(
@@ -840,6 +875,8 @@ fn lint_in_project(
         let asked = Asked {
             questions: cached.questions,
             reads: Reads::unknown(),
+            cached: true,
+            resummarised: false,
         };
         return (linted, cached.summary, asked);
     }
@@ -883,9 +920,13 @@ fn lint_in_project(
         warning,
         graph_calls: extra.graph_calls,
     };
+    let resummarised =
+        cache.and_then(|cache| cache.summary_before(&target.path)) != Some(&extra.summary);
     let asked = Asked {
         questions: extra.questions,
         reads,
+        cached: false,
+        resummarised,
     };
     (linted, extra.summary, asked)
 }
