@@ -30,6 +30,10 @@ use crate::source::TextRange;
 /// The folder's name under the project root.
 pub const FOLDER: &str = ".torchlint_cache";
 
+/// The cache file in the version folder: postcard, a compact binary serde format, since a
+/// warm run of a large repository spent more time parsing the cache as JSON than linting.
+const FILE_NAME: &str = "results.postcard";
+
 const CACHEDIR_TAG: &str = "Signature: 8a477f597d28d172789f06886806bc55\n# This file is a cache directory tag created by torchlint.\n# For information about cache directory tags see https://bford.info/cachedir/\n";
 
 /// A hash of a file's bytes.
@@ -42,7 +46,7 @@ pub fn content_hash(bytes: &[u8]) -> ContentHash {
 #[derive(Default, Serialize, Deserialize)]
 struct CacheFile {
     build: String,
-    /// By absolute path (lossy UTF-8: JSON keys are strings; the content hash still decides).
+    /// By absolute path (lossy UTF-8; the content hash still decides).
     files: HashMap<String, Entry>,
     project: Option<ProjectFacts>,
 }
@@ -119,10 +123,10 @@ impl Cache {
     pub fn open(root: &Path) -> Cache {
         let root = root.to_owned();
         let build = build_id();
-        let file = root.join(env!("CARGO_PKG_VERSION")).join("results.json");
+        let file = root.join(env!("CARGO_PKG_VERSION")).join(FILE_NAME);
         let loaded = crate::files::read_regular(&file, crate::files::MAX_RECORD_BYTES)
             .ok()
-            .and_then(|bytes| serde_json::from_slice::<CacheFile>(&bytes).ok())
+            .and_then(|bytes| postcard::from_bytes::<CacheFile>(&bytes).ok())
             .filter(|cache| cache.build == build)
             .unwrap_or_default();
         Cache {
@@ -290,7 +294,7 @@ impl Cache {
             &self.root.join(".gitignore"),
             "# Created by torchlint.\n*\n",
         )?;
-        let bytes = serde_json::to_vec(&self.loaded).map_err(io::Error::other)?;
+        let bytes = postcard::to_allocvec(&self.loaded).map_err(io::Error::other)?;
         replace(&self.file, &bytes)
     }
 

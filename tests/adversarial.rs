@@ -911,7 +911,7 @@ fn cache_file_that_is_a_fifo_or_dev_zero_is_ignored() {
             .join(".torchlint_cache")
             .join(env!("CARGO_PKG_VERSION"));
         fs::create_dir_all(&folder).unwrap();
-        let results = folder.join("results.json");
+        let results = folder.join("results.postcard");
         match special {
             "fifo" => mkfifo(&results),
             _ => symlink("/dev/zero", &results).unwrap(),

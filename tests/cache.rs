@@ -13,22 +13,39 @@ use std::path::PathBuf;
 use common::{EVAL_HAZARD, Project};
 
 const REAL: &str = "`total` accumulates `loss`";
-const EDITED: &str = "MESSAGE FROM THE CACHE";
+// As long as `REAL`: the cache file is binary, with each string's length before it.
+const EDITED: &str = "MESSAGE FROM THE CACHE ***";
 
 fn results(project: &Project) -> PathBuf {
     project
         .path()
         .join(".torchlint_cache")
         .join(env!("CARGO_PKG_VERSION"))
-        .join("results.json")
+        .join("results.postcard")
+}
+
+/// `bytes` with every `from` replaced by `to`, of the same length (so the binary cache stays
+/// readable).
+fn replace_bytes(bytes: &[u8], from: &str, to: &str) -> Vec<u8> {
+    assert_eq!(from.len(), to.len());
+    let mut out = bytes.to_vec();
+    let mut at = 0;
+    while let Some(found) = out[at..]
+        .windows(from.len())
+        .position(|window| window == from.as_bytes())
+    {
+        out[at + found..at + found + from.len()].copy_from_slice(to.as_bytes());
+        at += found + from.len();
+    }
+    out
 }
 
 /// Rewrites the cached messages of TL102, so that a cache hit shows.
 fn mark_cache(project: &Project) {
     let path = results(project);
-    let text = fs::read_to_string(&path).expect("a cache file");
-    let marked = text.replace(REAL, EDITED);
-    assert_ne!(marked, text, "the cache holds the finding");
+    let bytes = fs::read(&path).expect("a cache file");
+    let marked = replace_bytes(&bytes, REAL, EDITED);
+    assert_ne!(marked, bytes, "the cache holds the finding");
     fs::write(path, marked).unwrap();
 }
 
@@ -140,26 +157,28 @@ fn a_corrupt_or_foreign_cache_is_replaced() {
     let expected = check(&project, &[]).stdout;
 
     for damage in [
-        b"\x00\xffnot json at all".to_vec(),
+        b"\x00\xffnot a cache at all".to_vec(),
         b"{\"build\": \"0.0.1 other\", \"files\": {}}".to_vec(),
+        vec![0xff; 64],
         Vec::new(),
     ] {
         fs::write(results(&project), damage).unwrap();
         let run = check(&project, &[]);
         assert_eq!(run.stdout, expected);
         assert_eq!(run.stderr, "");
-        let healed: serde_json::Value =
-            serde_json::from_slice(&fs::read(results(&project)).unwrap()).expect("valid again");
-        assert_eq!(healed["files"].as_object().unwrap().len(), 1);
+        // Valid again, and holding the file: the next run reads its finding from it.
+        mark_cache(&project);
+        assert!(check(&project, &[]).stdout.contains(EDITED));
     }
 
     // A cache from another build of torchlint holds stale findings: it is not read.
+    fs::remove_file(results(&project)).unwrap();
     check(&project, &[]);
     mark_cache(&project);
-    let text = fs::read_to_string(results(&project)).unwrap();
-    let mut cache: serde_json::Value = serde_json::from_str(&text).unwrap();
-    cache["build"] = "0.0.1 another build".into();
-    fs::write(results(&project), cache.to_string()).unwrap();
+    let bytes = fs::read(results(&project)).unwrap();
+    let version = env!("CARGO_PKG_VERSION");
+    let other = "9".repeat(version.len());
+    fs::write(results(&project), replace_bytes(&bytes, version, &other)).unwrap();
     let run = check(&project, &[]);
     assert!(run.stdout.contains(REAL), "{run:#?}");
 }
@@ -192,14 +211,15 @@ fn concurrent_runs_leave_a_valid_cache() {
         );
         assert_eq!(String::from_utf8_lossy(&output.stderr), "");
     }
-    let cache: serde_json::Value =
-        serde_json::from_slice(&fs::read(results(&project)).unwrap()).expect("one whole file");
-    assert_eq!(cache["files"].as_object().unwrap().len(), 20);
+    // One whole file holding all twenty: the next run reads every finding from it.
+    mark_cache(&project);
+    let warm = check(&project, &["."]);
+    assert_eq!(warm.stdout.matches(EDITED).count(), 20, "{warm:#?}");
     let leftovers: Vec<_> = fs::read_dir(results(&project).parent().unwrap())
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();
-    assert_eq!(leftovers, ["results.json"]);
+    assert_eq!(leftovers, ["results.postcard"]);
 }
 
 #[test]
@@ -252,16 +272,16 @@ fn a_cached_notebook_finding_keeps_its_cell() {
             .contains("training.ipynb:cell 3:line 13:5: TL102"),
         "{cold:#?}"
     );
-    let text = fs::read_to_string(results(&project)).unwrap();
+    let bytes = fs::read(results(&project)).unwrap();
     fs::write(
         results(&project),
-        text.replace("`losses` accumulates", "CACHED `losses` accumulates"),
+        replace_bytes(&bytes, "`losses` accumulates", "`CACHED` accumulates"),
     )
     .unwrap();
     let warm = check(&project, &[]);
     assert!(
         warm.stdout
-            .contains("training.ipynb:cell 3:line 13:5: TL102 CACHED"),
+            .contains("training.ipynb:cell 3:line 13:5: TL102 `CACHED` accumulates"),
         "{warm:#?}"
     );
     assert_eq!(warm.findings(), cold.findings());
