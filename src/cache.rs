@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 
 use crate::diagnostic::{Diagnostic, Fix, Label, Severity};
+use crate::project::imports::Import;
 use crate::semantic::cross_file::{Assumption, FunctionKey, GraphCall};
 use crate::semantic::facts::Question;
 use crate::semantic::summary::{Demand, FileSummary};
@@ -49,6 +50,50 @@ struct CacheFile {
     /// By absolute path (lossy UTF-8; the content hash still decides).
     files: HashMap<String, Entry>,
     project: Option<ProjectFacts>,
+    /// Every file's imports as last read, by absolute path: a run on a few files of a large
+    /// repository finds the files related to them without reading the others again.
+    imports: HashMap<String, Scanned>,
+}
+
+/// A file's imports, and the stamp of the file they were read from.
+#[derive(Clone, Serialize, Deserialize)]
+struct Scanned {
+    stamp: Stamp,
+    imports: Vec<Import>,
+}
+
+/// What says, without reading a file, that it has not changed since it was read: its length,
+/// modification time and, on Unix, device and inode (as Ruff's cache decides).
+#[derive(Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stamp {
+    len: u64,
+    modified: u128,
+    device: u64,
+    inode: u64,
+}
+
+impl Stamp {
+    pub fn of(metadata: &std::fs::Metadata) -> Option<Stamp> {
+        let modified = metadata
+            .modified()
+            .ok()?
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?
+            .as_nanos();
+        #[cfg(unix)]
+        let (device, inode) = {
+            use std::os::unix::fs::MetadataExt;
+            (metadata.dev(), metadata.ino())
+        };
+        #[cfg(not(unix))]
+        let (device, inode) = (0, 0);
+        Some(Stamp {
+            len: metadata.len(),
+            modified,
+            device,
+            inode,
+        })
+    }
 }
 
 #[derive(Clone, Serialize, Deserialize)]
@@ -115,6 +160,7 @@ pub struct Cache {
     loaded: CacheFile,
     updated: Mutex<HashMap<String, Option<Entry>>>,
     project: Mutex<Option<ProjectFacts>>,
+    scanned: Mutex<HashMap<String, Scanned>>,
 }
 
 impl Cache {
@@ -136,7 +182,29 @@ impl Cache {
             loaded,
             updated: Mutex::new(HashMap::new()),
             project: Mutex::new(None),
+            scanned: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The imports read from the file at `path` when it had this stamp, if any.
+    pub fn imports(&self, path: &Path, stamp: Stamp) -> Option<Vec<Import>> {
+        self.loaded
+            .imports
+            .get(&key(path))
+            .filter(|scanned| scanned.stamp == stamp)
+            .map(|scanned| scanned.imports.clone())
+    }
+
+    /// Records the imports read from the file at `path`, which had this stamp.
+    pub fn put_imports(&self, path: &Path, stamp: Stamp, imports: &[Import]) {
+        let scanned = Scanned {
+            stamp,
+            imports: imports.to_vec(),
+        };
+        self.scanned
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(key(path), scanned);
     }
 
     /// What is recorded for `path` with this content and settings, if any, and a summary of
@@ -263,6 +331,8 @@ impl Cache {
         {
             self.loaded.project = Some(project);
         }
+        let scanned = std::mem::take(self.scanned.get_mut().unwrap_or_else(|p| p.into_inner()));
+        self.loaded.imports.extend(scanned);
     }
 
     /// Writes the cache back if this run changed it. Returns why it could not, for a warning.
@@ -278,7 +348,12 @@ impl Cache {
                 .project
                 .get_mut()
                 .unwrap_or_else(|p| p.into_inner())
-                .is_some();
+                .is_some()
+            || !self
+                .scanned
+                .get_mut()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_empty();
         if !changed {
             return Ok(());
         }

@@ -655,6 +655,26 @@ fn a_repository_without_a_config_is_the_project_of_its_files() {
 }
 
 #[test]
+fn a_context_file_edited_to_the_same_length_is_read_again_for_its_imports() {
+    // The imports of a context file are kept between runs while its length, modification
+    // time and inode stay; an edit that keeps the length still counts.
+    let project = Project::new();
+    std::fs::create_dir_all(project.path().join(".git")).unwrap();
+    project.write("metrics.py", EVAL_HELPER);
+    let main = |module: &str| {
+        format!(
+            "import torch\nfrom {module} import evaluate\n\n@torch.no_grad()\ndef main(model, loader):\n    evaluate(model, loader)\n"
+        )
+    };
+    project.write("main.py", main("metric2"));
+    assert_eq!(tl101(&project, &["metrics.py"]), ["metrics.py:7:21: TL101"]);
+    project.write("main.py", main("metrics"));
+    assert_eq!(tl101(&project, &["metrics.py"]), Vec::<String>::new());
+    project.write("main.py", main("metric2"));
+    assert_eq!(tl101(&project, &["metrics.py"]), ["metrics.py:7:21: TL101"]);
+}
+
+#[test]
 fn context_files_are_those_related_by_imports_and_not_too_large() {
     // `metrics.evaluate` ← `loops.run_eval` ← `main` under no_grad: a caller two imports away
     // is context of a run on `metrics.py`.

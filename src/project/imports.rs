@@ -10,7 +10,7 @@
 //! cycles, so the schedule cuts a cycle there first.
 
 /// `from module import names` or `import module`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Import {
     /// As written: `pkg.models`, `.utils`, `..`, `.`.
     pub module: String,

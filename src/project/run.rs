@@ -16,7 +16,7 @@ use rayon::prelude::*;
 use rustc_hash::FxHashSet as HashSet;
 use tree_sitter::Tree;
 
-use crate::cache::{self, Cache, ContentHash, Fresh};
+use crate::cache::{self, Cache, ContentHash, Fresh, Stamp};
 use crate::checker::InternalError;
 use crate::diagnostic::FileDiagnostics;
 use crate::discovery::{self, FileError, LintTarget, describe_io_error, display_path};
@@ -94,7 +94,11 @@ pub fn lint_project(
     overrides: &Overrides,
     cache: Option<&Cache>,
 ) -> Vec<Checked> {
-    let session = Session::new(related(targets, reported, overrides), overrides, cache);
+    let session = Session::new(
+        related(targets, reported, overrides, cache),
+        overrides,
+        cache,
+    );
     let reported: Vec<usize> = (0..reported).collect();
     let checked = session.report(&reported, overrides, cache);
     // Freeing every file's facts takes longer than the report itself on a large run, and
@@ -107,7 +111,12 @@ pub fn lint_project(
 /// imports: those they import and those that import them, directly or through others. A
 /// context file that is neither holds no fact their findings rest on, so it is not linted;
 /// one over its settings' `context-size-limit` (a generated module) is not even read.
-fn related(targets: &[LintTarget], reported: usize, overrides: &Overrides) -> Vec<LintTarget> {
+fn related(
+    targets: &[LintTarget],
+    reported: usize,
+    overrides: &Overrides,
+    cache: Option<&Cache>,
+) -> Vec<LintTarget> {
     if reported >= targets.len() {
         return targets.to_vec();
     }
@@ -115,15 +124,29 @@ fn related(targets: &[LintTarget], reported: usize, overrides: &Overrides) -> Ve
         .par_iter()
         .enumerate()
         .map(|(index, target)| {
-            let too_large = index >= reported
-                && !overrides.contains(&target.path)
-                && std::fs::metadata(&target.path)
-                    .is_ok_and(|metadata| metadata.len() > target.settings.context_size_limit);
-            if too_large {
-                (true, Vec::new())
-            } else {
-                (false, scan(&read(target, overrides)))
+            if overrides.contains(&target.path) {
+                return (false, scan(&read(target, overrides)));
             }
+            let metadata = std::fs::metadata(&target.path).ok();
+            let too_large = index >= reported
+                && metadata
+                    .as_ref()
+                    .is_some_and(|metadata| metadata.len() > target.settings.context_size_limit);
+            if too_large {
+                return (true, Vec::new());
+            }
+            // Unchanged since a run read it: its imports without reading it.
+            let stamp = metadata.as_ref().and_then(Stamp::of);
+            if let (Some(cache), Some(stamp)) = (cache, stamp)
+                && let Some(imports) = cache.imports(&target.path, stamp)
+            {
+                return (false, imports);
+            }
+            let imports = scan(&read(target, overrides));
+            if let (Some(cache), Some(stamp)) = (cache, stamp) {
+                cache.put_imports(&target.path, stamp, &imports);
+            }
+            (false, imports)
         })
         .unzip();
     let facts = FactBase::new(targets.iter().map(|target| target.path.as_path()));
@@ -307,7 +330,7 @@ impl Session {
             .par_iter()
             .map(|target| {
                 let input = read(target, overrides);
-                let imports = scan(&input);
+                let imports = imports_of(target, &input, overrides, cache);
                 (Mutex::new(Some(input)), imports)
             })
             .unzip();
@@ -629,6 +652,31 @@ struct Place<'a> {
     facts: &'a FactBase,
     index: usize,
     demand: &'a Demand,
+}
+
+/// The imports of a file read as `input`: those a run recorded for it while its stamp says it
+/// has not changed since, else scanned from its bytes (and recorded).
+fn imports_of(
+    target: &LintTarget,
+    input: &Read,
+    overrides: &Overrides,
+    cache: Option<&Cache>,
+) -> Vec<Import> {
+    let stamp = cache
+        .filter(|_| !overrides.contains(&target.path))
+        .and_then(|_| std::fs::metadata(&target.path).ok())
+        .as_ref()
+        .and_then(Stamp::of);
+    if let (Some(cache), Some(stamp)) = (cache, stamp)
+        && let Some(imports) = cache.imports(&target.path, stamp)
+    {
+        return imports;
+    }
+    let imports = scan(input);
+    if let (Some(cache), Some(stamp)) = (cache, stamp) {
+        cache.put_imports(&target.path, stamp, &imports);
+    }
+    imports
 }
 
 /// The imports of a file, from its bytes.

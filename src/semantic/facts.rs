@@ -345,7 +345,14 @@ impl FactBase {
                 common_prefix(&self.modules[importer], &self.modules[file as usize])
             })
         };
-        matches
+        // Most names match one file: how near the others are is asked only among several.
+        let mut matches = matches.peekable();
+        let first = matches.next()?;
+        if matches.peek().is_none() {
+            return Some(first as usize);
+        }
+        std::iter::once(first)
+            .chain(matches)
             .max_by_key(|&file| (near(file), std::cmp::Reverse(file)))
             .map(|file| file as usize)
     }
