@@ -718,10 +718,15 @@ fn link(facts: &FactBase, scanned: &[Vec<Import>]) -> (Vec<Vec<Needed>>, Vec<Dem
                     None => needs.extend(target.map(|file| (file, Need::Whole, deferred))),
                     Some(names) => {
                         for name in names {
-                            // `from pkg import models`: a submodule, imported whole.
-                            let submodule = format!("{module}.{name}");
-                            let (file, whole) = match facts.module_file(&submodule, Some(importer))
-                            {
+                            // `from pkg import models`: a submodule, imported whole (asked
+                            // only of names some file is named: most are classes and functions).
+                            let submodule = facts
+                                .has_module_named(name)
+                                .then(|| format!("{module}.{name}"))
+                                .and_then(|submodule| {
+                                    facts.module_file(&submodule, Some(importer))
+                                });
+                            let (file, whole) = match submodule {
                                 Some(file) if Some(file) != target => (file, true),
                                 _ => match target {
                                     Some(file) => (file, false),

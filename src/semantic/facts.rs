@@ -328,6 +328,12 @@ impl FactBase {
         summary
     }
 
+    /// Whether some file of the run is a module of this (last) name: `from pkg import name`
+    /// may import a submodule only then.
+    pub fn has_module_named(&self, name: &str) -> bool {
+        self.by_last.contains_key(name)
+    }
+
     /// The file a dotted module path names, seen from `importer` (the closest of several
     /// files whose paths end with it).
     pub fn module_file(&self, dotted: &str, importer: Option<usize>) -> Option<usize> {
