@@ -159,6 +159,17 @@ impl Client {
         );
     }
 
+    /// Replaces the whole text of the open document `uri` (an edit without a range).
+    fn replace_text(&mut self, uri: &str, version: i64, text: &str) {
+        self.notify(
+            "textDocument/didChange",
+            json!({
+                "textDocument": { "uri": uri, "version": version },
+                "contentChanges": [{ "text": text }],
+            }),
+        );
+    }
+
     /// Opens another file of the client's folder (written there too); its URI.
     fn open_file(&mut self, name: &str, text: &str) -> String {
         let path = self._dir.path().join(name);
@@ -467,13 +478,10 @@ fn a_document_is_linted_with_the_rest_of_its_project() {
     // helper's finding is published without the helper being touched.
     let train = client.open_file("pkg/train.py", NO_GRAD_CALLER);
     assert_eq!(client.codes_of(&train), Vec::<String>::new());
-    let uri = train.clone();
-    client.notify(
-        "textDocument/didChange",
-        json!({
-            "textDocument": { "uri": uri, "version": 2 },
-            "contentChanges": [{ "text": "from .metrics import evaluate\n\ndef fit(model, loader):\n    return evaluate(model, loader)\n" }],
-        }),
+    client.replace_text(
+        &train,
+        2,
+        "from .metrics import evaluate\n\ndef fit(model, loader):\n    return evaluate(model, loader)\n",
     );
     assert_eq!(client.codes_of(&metrics), ["TL101"]);
 
@@ -518,12 +526,10 @@ fn a_change_to_what_another_file_returns_relints_the_files_that_asked() {
     // The factory's buffer now builds a model: the evaluation, untouched, runs it with grad.
     let factory = client.open_file("pkg/factory.py", not_a_model);
     assert_eq!(client.codes_of(&factory), Vec::<String>::new());
-    client.notify(
-        "textDocument/didChange",
-        json!({
-            "textDocument": { "uri": factory, "version": 2 },
-            "contentChanges": [{ "text": "import torchvision\n\ndef build_model(name):\n    return torchvision.models.resnet18(num_classes=10)\n" }],
-        }),
+    client.replace_text(
+        &factory,
+        2,
+        "import torchvision\n\ndef build_model(name):\n    return torchvision.models.resnet18(num_classes=10)\n",
     );
     assert_eq!(client.codes_of(&eval), ["TL101"]);
     assert_eq!(client.shutdown(), 0);

@@ -137,15 +137,7 @@ fn related(
             }
             // Unchanged since a run read it: its imports without reading it.
             let stamp = metadata.as_ref().and_then(Stamp::of);
-            if let (Some(cache), Some(stamp)) = (cache, stamp)
-                && let Some(imports) = cache.imports(&target.path, stamp)
-            {
-                return (false, imports);
-            }
-            let imports = scan(&read(target, overrides));
-            if let (Some(cache), Some(stamp)) = (cache, stamp) {
-                cache.put_imports(&target.path, stamp, &imports);
-            }
+            let imports = cached_imports(target, stamp, cache, || scan(&read(target, overrides)));
             (false, imports)
         })
         .unzip();
@@ -398,6 +390,7 @@ impl Session {
             .map(|(index, target)| (target.path.clone(), index))
             .collect();
         let relinted_in = vec![0; targets.len()];
+        let resummarised = asked.iter().any(|asked| asked.resummarised);
         let mut session = Session {
             targets,
             index,
@@ -408,9 +401,8 @@ impl Session {
             asked,
             rounds: 0,
             relinted_in,
-            resummarised: false,
+            resummarised,
         };
-        session.resummarised = session.asked.iter().any(|asked| asked.resummarised);
         let rechecked: Vec<Relinted> = rechecked
             .into_iter()
             .filter_map(OnceLock::into_inner)
@@ -667,15 +659,25 @@ fn imports_of(
         .and_then(|_| std::fs::metadata(&target.path).ok())
         .as_ref()
         .and_then(Stamp::of);
-    if let (Some(cache), Some(stamp)) = (cache, stamp)
-        && let Some(imports) = cache.imports(&target.path, stamp)
-    {
+    cached_imports(target, stamp, cache, || scan(input))
+}
+
+/// The imports the cache holds for the file as `stamp` describes it, else those `scan` reads
+/// (recorded with the stamp).
+fn cached_imports(
+    target: &LintTarget,
+    stamp: Option<Stamp>,
+    cache: Option<&Cache>,
+    scan: impl FnOnce() -> Vec<Import>,
+) -> Vec<Import> {
+    let Some((cache, stamp)) = cache.zip(stamp) else {
+        return scan();
+    };
+    if let Some(imports) = cache.imports(&target.path, stamp) {
         return imports;
     }
-    let imports = scan(input);
-    if let (Some(cache), Some(stamp)) = (cache, stamp) {
-        cache.put_imports(&target.path, stamp, &imports);
-    }
+    let imports = scan();
+    cache.put_imports(&target.path, stamp, &imports);
     imports
 }
 

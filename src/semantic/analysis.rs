@@ -56,8 +56,8 @@ pub struct Analysis<'a> {
     own_storing: RefCell<rustc_hash::FxHashMap<String, bool>>,
     /// The last node `record_graph_arguments` looked at (the rules that share it ask twice).
     pub recorded_node: std::cell::Cell<usize>,
-    /// The file's `if` statements (`branches`).
-    pub(super) if_statements: super::branches::IfStatements<'a>,
+    /// The file's `if` statements, by start (`branches`).
+    pub(super) if_statements: OnceCell<Vec<Node<'a>>>,
     /// The last statement asked about as a store on `self`, with the answer.
     pub(super) last_store: std::cell::Cell<Option<(usize, Option<super::stores::Store<'a>>)>>,
     /// Methods by node id, and the parameters they keep (`stores`).
@@ -122,7 +122,7 @@ impl<'a> Analysis<'a> {
             own_storing: RefCell::default(),
             recorded_node: std::cell::Cell::new(usize::MAX),
             last_store: std::cell::Cell::new(None),
-            if_statements: Default::default(),
+            if_statements: OnceCell::new(),
             trains_anything: OnceCell::new(),
             loads_weights: OnceCell::new(),
         }

@@ -4,8 +4,6 @@
 //! expressions of their operands (`self.training`, `args.eval`), each the same value wherever
 //! its text is the same, unless the name being bound is part of it.
 
-use std::cell::OnceCell;
-
 use tree_sitter::Node;
 
 use super::analysis::Analysis;
@@ -17,11 +15,6 @@ const MAX_SHARED: usize = 4;
 
 /// A condition a node runs under: the expression, and whether it holds (`true`) or fails.
 type Guard<'a> = (Node<'a>, bool);
-
-/// The file's `if` statements, by start (the skeleton's order): the ones that hold a node are
-/// found in this list.
-#[derive(Default)]
-pub(super) struct IfStatements<'a>(OnceCell<Vec<Node<'a>>>);
 
 impl<'a> Analysis<'a> {
     /// Whether the binding at `binding` (a node of its statement) and the use `usage` sit in
@@ -96,8 +89,10 @@ impl<'a> Analysis<'a> {
                 .any(|s| s.end_byte() > usage)
     }
 
+    /// The file's `if` statements, by start (the skeleton's order): the ones that hold a node
+    /// are found in this list.
     fn if_statements(&self) -> &[Node<'a>] {
-        self.if_statements.0.get_or_init(|| {
+        self.if_statements.get_or_init(|| {
             self.model
                 .skeleton
                 .iter()

@@ -171,8 +171,8 @@ fn runs_forward<'a>(checker: &impl Position<'a>, loop_node: Node<'a>) -> Option<
 
 /// A loop whose nested training loops take no batches of their own and step an optimizer
 /// (`for j in range(self.updates_per_sample):` over the data this loop drew): each iteration
-/// is a step, not an epoch. The reason names the nested loop; `None` when some nested loop trains over
-/// a loader or draws its own batches (an epoch's pass over the data).
+/// is a step, not an epoch. The reason names the nested loop; `None` when some nested loop
+/// trains over a loader or draws its own batches (an epoch's pass over the data).
 pub fn updates_on_each_iteration<'a>(
     checker: &impl Position<'a>,
     loop_node: Node<'a>,
@@ -201,14 +201,20 @@ pub fn updates_on_each_iteration<'a>(
     let steps_optimizer = |nested: Node<'a>| {
         model.loop_calls(nested).iter().any(|call| {
             model.call_name(*call) == Some("step")
-                && checker
-                    .model()
-                    .callee(*call)
-                    .and_then(|callee| checker.field(callee, FIELDS.object))
-                    .is_some_and(|receiver| {
-                        checker.node_text(receiver).contains("opt")
-                            || checker.analysis().facts(receiver).kind == Kind::Optimizer
-                    })
+                && model.callee(*call).is_some_and(|callee| {
+                    super::training::training_step_method(
+                        callee,
+                        "step",
+                        checker.text(),
+                        checker.analysis().frameworks,
+                    )
+                    .is_some()
+                        || checker
+                            .field(callee, FIELDS.object)
+                            .is_some_and(|receiver| {
+                                checker.analysis().facts(receiver).kind == Kind::Optimizer
+                            })
+                })
         })
     };
     let repeats = |nested: Node<'a>| {
@@ -223,8 +229,7 @@ pub fn updates_on_each_iteration<'a>(
     if !nested.all(repeats) {
         return None;
     }
-    let header = checker
-        .model()
+    let header = model
         .loop_facts(first)
         .map_or("", |facts| &checker.text()[facts.header.clone()]);
     Some(format!(

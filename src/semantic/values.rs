@@ -875,9 +875,6 @@ impl<'a> Analysis<'a> {
             .or(bindings.last())
     }
 
-    /// The facts of the binding before `binding` when `binding` moves the name's value to the
-    /// host inside an `if` (without `else`) that does not hold the use, and that earlier value
-    /// is on the device: the path that skips the branch keeps it there.
     /// The last binding before `use_node` that is not in a branch excluding the use's.
     fn feasible_binding<'b>(
         &self,
@@ -907,6 +904,9 @@ impl<'a> Analysis<'a> {
             .unwrap_or(last)
     }
 
+    /// The facts of the binding before `binding` when `binding` moves the name's value to the
+    /// host inside an `if` (without `else`) that does not hold the use, and that earlier value
+    /// is on the device: the path that skips the branch keeps it there.
     fn device_before_conditional_move(
         &self,
         use_node: Node<'a>,
