@@ -581,6 +581,51 @@ fn the_config_names_a_per_batch_hook_by_the_base_class_of_an_in_house_framework(
     assert_eq!(findings(&project, "TL104", &[]), ["metrics.py:9:9: TL104"]);
 }
 
+/// An evaluation loop that keeps what an in-house collective returns: the gathered tensors
+/// stay on the device only if the table says that `collect` gathers.
+const IN_HOUSE_GATHER: &str = "\
+import torch
+
+
+def evaluate(model, loader, comm):
+    losses = []
+    for batch in loader:
+        with torch.no_grad():
+            loss = model(batch.cuda())
+        losses.append(comm.collect(loss))
+    return torch.cat(losses).mean().item()
+";
+
+#[test]
+fn the_config_names_the_gathering_methods_of_an_in_house_framework() {
+    let project = Project::new();
+    project.write("evaluate.py", IN_HOUSE_GATHER);
+    assert_eq!(findings(&project, "TL104", &[]), Vec::<String>::new());
+    project.write(
+        "pyproject.toml",
+        "[tool.torchlint.frameworks]\ngathering-methods = [\"collect\"]\n",
+    );
+    assert_eq!(
+        findings(&project, "TL104", &[]),
+        ["evaluate.py:9:9: TL104"]
+    );
+    // A receiver or a pattern is an error at its line, naming the list.
+    project.write(
+        "pyproject.toml",
+        "[tool.torchlint.frameworks]\ngathering-methods = [\n  \"comm.collect\",\n]\n",
+    );
+    let run = project.run(&["check", "--output-format", "concise"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr.contains("pyproject.toml:3:")
+            && run
+                .stderr
+                .contains("`comm.collect` in `frameworks.gathering-methods` is not a method name"),
+        "{}",
+        run.stderr
+    );
+}
+
 #[test]
 fn a_bad_framework_entry_is_an_error_at_its_line() {
     let project = Project::new();

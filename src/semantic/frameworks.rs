@@ -34,6 +34,8 @@ pub struct Frameworks {
     backward_methods: Vec<String>,
     /// Methods a framework calls once per batch.
     per_batch_hooks: Vec<PerBatchHook>,
+    /// Plain names: methods returning their argument's tensors where they were.
+    gathering_methods: Vec<String>,
 }
 
 /// A method a framework calls once per batch, with the names of its parameters that receive
@@ -66,6 +68,7 @@ impl Frameworks {
             no_grad_hooks: compile(&table.no_grad_hooks)?,
             no_grad_hook_methods: method_patterns(&table.no_grad_hooks)?,
             backward_methods: table.backward_methods.clone(),
+            gathering_methods: table.gathering_methods.clone(),
             per_batch_hooks: table
                 .per_batch_hooks
                 .iter()
@@ -153,6 +156,12 @@ impl Frameworks {
         self.names_no_grad_hook(method)
             && package_suffixes(base)
                 .any(|base| self.no_grad_hooks.is_match(format!("{base}.{method}")))
+    }
+
+    /// Whether a method of this name returns its first argument's tensors gathered across
+    /// processes, on their device.
+    pub fn gathers(&self, method: &str) -> bool {
+        self.gathering_methods.iter().any(|name| name == method)
     }
 
     /// Whether some library method of this name returns its arguments placed on the

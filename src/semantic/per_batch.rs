@@ -47,7 +47,9 @@ fn reason<'a>(checker: &impl Position<'a>, loop_node: Node<'a>, helpers: bool) -
     if facts.nested_training
         || over_modules
         || in_module_method(checker, loop_node)
-        || (helpers && in_per_batch_helper(checker, loop_node))
+        || (helpers
+            && in_per_batch_helper(checker, loop_node)
+            && !iterates_a_data_loader(checker, loop_node))
     {
         // Loops inside a model's own code run per layer or per chunk of one forward pass; so
         // do the loops of a helper that each batch of a caller's loop runs through.
@@ -64,6 +66,27 @@ fn reason<'a>(checker: &impl Position<'a>, loop_node: Node<'a>, helpers: bool) -
             crate::source::snippet(call, 50)
         )
     })
+}
+
+/// `for batch in tqdm(dataloader)`, or over a name bound to one: a loader yields whole batches,
+/// so a loop over one is no loop over the pieces of a caller's batch, whatever loop calls its
+/// function (an epoch loop calling `evaluate(model, loader)` runs the model through it).
+fn iterates_a_data_loader<'a>(checker: &impl Position<'a>, loop_node: Node<'a>) -> bool {
+    let Some(iterable) = checker.field(loop_node, FIELDS.right) else {
+        return false;
+    };
+    let names_a_loader = |node: Node<'a>| {
+        checker
+            .node_text(node)
+            .to_ascii_lowercase()
+            .contains("loader")
+    };
+    checker.analysis().facts(iterable).kind == Kind::Loader
+        || names_a_loader(iterable)
+        || checker
+            .analysis()
+            .reaching_value(iterable)
+            .is_some_and(names_a_loader)
 }
 
 /// Whether the function around a loop is called, at every call site in this file, once per

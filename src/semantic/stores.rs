@@ -393,7 +393,22 @@ impl<'a> Analysis<'a> {
                 let given = self.facts_given_parameter(value, function, *index, on_device);
                 given.device == Tri::Yes && matches!(given.kind, Kind::Tensor | Kind::Container)
             })
-            .map(|(index, _)| *index);
+            .map(|(index, _)| *index)
+            .or_else(|| {
+                // `self.losses[name].append(self.metric(prediction, target))`: made from the
+                // parameter by a call the file cannot see into (a metric, a loss), kept in a
+                // list the class later joins with `torch.cat`: a tensor, so one on the
+                // parameter's device.
+                if detached || !accumulates || !self.joined_by_the_class(target, function) {
+                    return None;
+                }
+                candidates()
+                    .find(|(index, _)| {
+                        let given = self.facts_given_parameter(value, function, *index, on_device);
+                        given.kind == Kind::Unknown && given.device != Tri::No
+                    })
+                    .map(|(index, _)| *index)
+            });
         let parameter = graph.or(device)?;
         let keeps = Keeps {
             graph: graph == Some(parameter),
@@ -420,6 +435,45 @@ impl<'a> Analysis<'a> {
             accumulates,
             keeps,
             expects,
+        })
+    }
+
+    /// Whether the class around `function` passes the list at `target` (`self.losses[name]`,
+    /// `self.maps`) to `torch.cat` or `torch.stack`: it holds tensors.
+    fn joined_by_the_class(&self, target: Node<'a>, function: Node<'a>) -> bool {
+        let mut base = target;
+        while base.kind_id() == KINDS.subscript {
+            match base.child_by_field_id(FIELDS.value) {
+                Some(value) => base = value,
+                None => return false,
+            }
+        }
+        let list = self.text(base);
+        let Some(class) = self
+            .model
+            .function_facts(function)
+            .and_then(|facts| facts.class)
+        else {
+            return false;
+        };
+        let range = self.model.classes[class].node.byte_range();
+        ["cat", "stack", "concat"].iter().any(|name| {
+            self.calls_in(name, range.clone()).into_iter().any(|call| {
+                let joins_the_list = call
+                    .child_by_field_id(FIELDS.arguments)
+                    .and_then(|arguments| arguments.named_child(0))
+                    .is_some_and(|first| {
+                        let text = self.text(first);
+                        text.strip_prefix(list)
+                            .is_some_and(|rest| rest.is_empty() || rest.starts_with('['))
+                    });
+                joins_the_list
+                    && self
+                        .model
+                        .callee(call)
+                        .and_then(|callee| self.qualified_name(callee))
+                        .is_some_and(|name| name.starts_with("torch."))
+            })
         })
     }
 

@@ -1770,6 +1770,20 @@ impl<'a> Analysis<'a> {
                 return ValueFacts::default();
             };
             let method = self.text(method);
+            // `accelerator.gather_for_metrics(loss)`: the argument's tensors from every
+            // process, on the device they were on (no graph: collectives record none).
+            if self.frameworks.gathers(method)
+                && let Some(first) = args.and_then(|a| a.named_child(0))
+                && first.kind_id() != KINDS.keyword_argument
+            {
+                let facts = self.facts_at_depth(first, depth, arguments);
+                if matches!(facts.kind, Kind::Tensor | Kind::Container) {
+                    return ValueFacts {
+                        graph: Tri::No,
+                        ..facts
+                    };
+                }
+            }
             // Library functions first (`torch.zeros`, `np.random.rand`, `F.mse_loss`).
             if let Some(name) = self.qualified_name(callee) {
                 if let Some(facts) = self.library_call(node, &name, &combine_arguments) {

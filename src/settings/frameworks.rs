@@ -33,6 +33,8 @@ pub struct Table {
     pub backward_methods: Vec<String>,
     #[serde(default)]
     pub per_batch_hooks: Vec<String>,
+    #[serde(default)]
+    pub gathering_methods: Vec<String>,
 }
 
 impl Table {
@@ -48,6 +50,7 @@ impl Table {
         "no-grad-hooks",
         "backward-methods",
         "per-batch-hooks",
+        "gathering-methods",
     ];
 
     /// The list of that name (one of [`Table::LISTS`]).
@@ -63,6 +66,7 @@ impl Table {
             "no-grad-hooks" => &mut self.no_grad_hooks,
             "backward-methods" => &mut self.backward_methods,
             "per-batch-hooks" => &mut self.per_batch_hooks,
+            "gathering-methods" => &mut self.gathering_methods,
             _ => return None,
         })
     }
@@ -114,7 +118,7 @@ pub fn compile(patterns: &[String]) -> Result<GlobSet, String> {
     builder.build().map_err(|error| error.to_string())
 }
 
-/// Whether an entry of `backward-methods` is a method name (no receiver, no pattern): the
+/// Whether an entry of `backward-methods` or `gathering-methods` is a method name (no receiver, no pattern): the
 /// config's entries are checked with this where they are read, so that the error names the line.
 pub fn is_method_name(name: &str) -> bool {
     !name.is_empty()

@@ -391,11 +391,13 @@ fn framework_table(
     let mut table = Table::default();
     for (list, _, patterns) in lists {
         for (pattern, offset) in patterns {
-            if list == "backward-methods" && !frameworks::is_method_name(pattern) {
+            if matches!(list.as_str(), "backward-methods" | "gathering-methods")
+                && !frameworks::is_method_name(pattern)
+            {
                 return Err(config.error_at(
                     *offset,
                     format!(
-                        "`{pattern}` in `frameworks.backward-methods` is not a method name: list the method alone (`backprop` for `engine.backprop(loss)`), without a receiver or `*`"
+                        "`{pattern}` in `frameworks.{list}` is not a method name: list the method alone (`backprop` for `engine.backprop(loss)`), without a receiver or `*`"
                     ),
                 ));
             }

@@ -212,7 +212,17 @@ fn check_stored_argument<'a>(
     let Some(store) = checker.analysis.store_in_method(node) else {
         return;
     };
-    if !store.accumulates || !store.keeps.device || !checker.enclosing_loops().is_empty() {
+    if !store.accumulates || !store.keeps.device {
+        return;
+    }
+    // A loop of the method's own decides unless each of its iterations keeps to a slot of
+    // its own (`for name in self.metrics: self.losses[name].append(...)`): then each slot
+    // grows once per call.
+    if !checker
+        .enclosing_loops()
+        .into_iter()
+        .all(|loop_node| keyed_by_loop_variable(checker, store.target, loop_node))
+    {
         return;
     }
     // A running total (`self.total += value`) keeps one tensor, not one per call.
@@ -235,6 +245,26 @@ fn check_stored_argument<'a>(
         )
         .replace("{device}", "the model's device");
     out.push(Diagnostic::new(rule, message, node.byte_range()).assuming(Some(assumption)));
+}
+
+/// Whether `target` is a slot indexed by the variable `loop_node` binds (`self.losses[name]`
+/// in `for name in self.metrics`).
+fn keyed_by_loop_variable<'a>(
+    checker: &Checker<'a>,
+    target: Node<'a>,
+    loop_node: Node<'a>,
+) -> bool {
+    let (Some(index), Some(variable)) = (
+        checker
+            .field(target, FIELDS.index)
+            .filter(|_| target.kind_id() == KINDS.subscript),
+        checker.field(loop_node, FIELDS.left),
+    ) else {
+        return false;
+    };
+    index.kind_id() == KINDS.identifier
+        && variable.kind_id() == KINDS.identifier
+        && checker.node_text(index) == checker.node_text(variable)
 }
 
 /// `slot = f(slot)`, or `d[k] = f(v)` in `for k, v in d.items()`: an assignment that replaces
