@@ -605,10 +605,7 @@ fn the_config_names_the_gathering_methods_of_an_in_house_framework() {
         "pyproject.toml",
         "[tool.torchlint.frameworks]\ngathering-methods = [\"collect\"]\n",
     );
-    assert_eq!(
-        findings(&project, "TL104", &[]),
-        ["evaluate.py:9:9: TL104"]
-    );
+    assert_eq!(findings(&project, "TL104", &[]), ["evaluate.py:9:9: TL104"]);
     // A receiver or a pattern is an error at its line, naming the list.
     project.write(
         "pyproject.toml",

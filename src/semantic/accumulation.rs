@@ -130,7 +130,11 @@ fn find_accumulation<'a>(
         if left.kind_id() != KINDS.identifier && left.kind_id() != KINDS.attribute {
             return None;
         }
-        if right.kind_id() == KINDS.call || right.kind_id() == KINDS.conditional_expression {
+        if right.kind_id() == KINDS.call
+            || right.kind_id() == KINDS.conditional_expression
+            || right.kind_id() == KINDS.parenthesized_expression
+                && concatenation(checker, left, right).is_some()
+        {
             return concatenation(checker, left, right);
         }
         let mut right = right;
@@ -360,6 +364,11 @@ fn concatenation<'a>(
     left: Node<'a>,
     right: Node<'a>,
 ) -> Option<Accumulation<'a>> {
+    // `features[i] = (f if features[i] is None else torch.cat([features[i], f]))`.
+    let mut right = right;
+    while right.kind_id() == KINDS.parenthesized_expression {
+        right = right.named_child(0)?;
+    }
     if right.kind_id() == KINDS.conditional_expression {
         return [right.named_child(0), right.named_child(2)]
             .into_iter()

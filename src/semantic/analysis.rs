@@ -16,6 +16,9 @@ use super::values::{CallKey, ValueFacts};
 use super::{AttributeAssignment, SemanticModel};
 use crate::parse::text;
 
+/// The device and graph of what a class stores into a container's slots.
+pub(super) type SlotFacts = (super::values::Tri, super::values::Tri);
+
 pub struct Analysis<'a> {
     pub model: &'a SemanticModel<'a>,
     pub root: Node<'a>,
@@ -62,6 +65,9 @@ pub struct Analysis<'a> {
     pub(super) last_store: std::cell::Cell<Option<(usize, Option<super::stores::Store<'a>>)>>,
     /// Methods by node id, and the parameters they keep (`stores`).
     pub(super) stored_memo: RefCell<HashMap<usize, Vec<super::stores::StoredParameter>>>,
+    /// What a class's methods store into the slots of a container on `self` (device, graph),
+    /// by the class and the container's text; `(No, No)` while being worked out.
+    pub(super) slot_memo: RefCell<HashMap<(usize, &'a str), SlotFacts>>,
     /// Calls of the project's functions that pass a graph-carrying tensor.
     graph_calls: RefCell<Vec<crate::semantic::cross_file::GraphCall>>,
     /// Per loop, the names it backpropagates through (`backprop`).
@@ -115,6 +121,7 @@ impl<'a> Analysis<'a> {
             backpropagated: RefCell::new(HashMap::default()),
             graph_calls: RefCell::new(Vec::new()),
             stored_memo: RefCell::new(HashMap::default()),
+            slot_memo: RefCell::new(HashMap::default()),
             parameter_memo: RefCell::new(HashMap::default()),
             method_names: OnceCell::new(),
             frameworks: super::frameworks::builtin(),

@@ -20,6 +20,7 @@ pub mod graph_arguments;
 pub mod instances;
 pub mod modules;
 pub mod per_batch;
+pub mod placement;
 pub mod position;
 pub mod receivers;
 pub mod resets;

@@ -512,6 +512,13 @@ impl<'a> Analysis<'a> {
                     if facts.kind == Kind::Container {
                         // An element of a container: what the container's elements are.
                         facts.kind = Kind::Unknown;
+                        // Or what the class stores into it elsewhere: `self._features[k] =
+                        // output` in a forward hook replaces the placeholders `__init__` made.
+                        // (Stored by other methods: whatever this call passes.)
+                        if let Some((device, graph)) = self.slot_facts(value, depth) {
+                            facts.device = facts.device.or(device);
+                            facts.graph = facts.graph.or(graph);
+                        }
                     }
                     // `out["n_exs"]` of a model's output dict: a tensor only if the key names
                     // one (`out["loss"]`, `out["logits"]`); counts and flags are numbers. A
@@ -1115,6 +1122,62 @@ impl<'a> Analysis<'a> {
     /// A row of a tensor a loop iterates (`for row in out`, `for name, row in zip(names, out)`,
     /// `for i, row in enumerate(out)`): a view, which keeps the whole tensor's storage on its
     /// device. Through `zip` and `enumerate`, also an item of a list of device tensors.
+    /// The device and graph of what the class's methods store into slots of `container`
+    /// (`self.x[k] = v`), when it is an attribute of `self` that some method stores into.
+    fn slot_facts(&self, container: Node<'a>, depth: usize) -> Option<(Tri, Tri)> {
+        let text = self.text(container);
+
+        if container.kind_id() != KINDS.attribute || !text.starts_with("self.") {
+            return None;
+        }
+        let class = self.class_of(container)?;
+        if let Some(known) = self.slot_memo.borrow().get(&(class, text)) {
+            return Some(*known);
+        }
+        // Stores that read the container (`self.cores[i] = f(self.cores[i])`) see the
+        // neutral answer while this one is worked out.
+        self.slot_memo
+            .borrow_mut()
+            .insert((class, text), (Tri::No, Tri::No));
+        let range = self.model.classes[class].node.byte_range();
+        let first = self
+            .model
+            .subscript_stores
+            .partition_point(|node| node.start_byte() < range.start);
+        let mut found = None;
+        for node in self.model.subscript_stores[first..]
+            .iter()
+            .take_while(|node| node.start_byte() < range.end)
+            .filter(|node| node.kind_id() == KINDS.assignment)
+        {
+            let Some(left) = node.child_by_field_id(FIELDS.left) else {
+                continue;
+            };
+            let (Some(target), Some(right)) = (
+                left.child_by_field_id(FIELDS.value),
+                node.child_by_field_id(FIELDS.right),
+            ) else {
+                continue;
+            };
+            if self.text(target) != text {
+                continue;
+            }
+            let stored = self.facts_at_depth(right, depth, &[]);
+            let (device, graph) = found.unwrap_or((Tri::No, Tri::No));
+            found = Some((device.or(stored.device), graph.or(stored.graph)));
+        }
+        match found {
+            Some(facts) => {
+                self.slot_memo.borrow_mut().insert((class, text), facts);
+                Some(facts)
+            }
+            None => {
+                self.slot_memo.borrow_mut().remove(&(class, text));
+                None
+            }
+        }
+    }
+
     fn row_facts(
         &self,
         iterable: Node<'a>,
@@ -1141,9 +1204,9 @@ impl<'a> Analysis<'a> {
             return None;
         }
         let facts = self.facts_at_depth(inner, depth, arguments);
-        // `for i, f in enumerate(features)` over a list of device tensors: an item of it, as
-        // `for f in features` gives.
-        if facts.kind == Kind::Container && facts.device == Tri::Yes && inner != iterable {
+        // `for i, f in enumerate(features)` over a list of device (or host) tensors: an item
+        // of it, as `for f in features` gives.
+        if facts.kind == Kind::Container && facts.device != Tri::Unknown && inner != iterable {
             return Some(element_facts(facts));
         }
         (facts.kind == Kind::Tensor).then_some(ValueFacts {
@@ -1970,8 +2033,14 @@ impl<'a> Analysis<'a> {
                     ..ValueFacts::default()
                 };
             }
+            // Only a tensor has `.detach()`: whatever the receiver is, the result is one.
             "detach" | "detach_" => {
                 return ValueFacts {
+                    kind: if receiver.kind == Kind::Unknown {
+                        Kind::Tensor
+                    } else {
+                        receiver.kind
+                    },
                     graph: Tri::No,
                     eval_mode: false,
                     ..receiver

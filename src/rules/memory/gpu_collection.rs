@@ -335,10 +335,25 @@ impl GpuCollection {
         // A value the loop backpropagates carries its graph, whatever its facts could tell.
         // What `torch.cat` takes is a tensor, even where its facts do not say so (an item of
         // a list of the model's outputs).
+        // Library code that takes or keeps a device runs there: a tensor of unknown placement
+        // it keeps is the device's.
+        let keeps_a_device = std::cell::OnceCell::new();
+        let on_its_device = |device: Tri| {
+            device == Tri::Yes
+                || device == Tri::Unknown
+                    && *keeps_a_device.get_or_init(|| {
+                        checker
+                            .current_function()
+                            .is_some_and(|(function, _)| checker.analysis.keeps_a_device(function))
+                    })
+        };
         let kept_on_device = |value: Node<'a>| {
             let facts = checker.analysis.facts(value);
-            (facts.kind == Kind::Tensor || found.how == How::Concat && facts.kind == Kind::Unknown)
-                && facts.device == Tri::Yes
+            let tensor = facts.kind == Kind::Tensor
+                || found.how == How::Concat && facts.kind == Kind::Unknown;
+            // A tuple of device tensors a function returns (`(out, yb[0].detach())`).
+            let tuple = facts.kind == Kind::Container && found.how == How::Append;
+            (tensor && on_its_device(facts.device) || tuple && facts.device == Tri::Yes)
                 && facts.graph != Tri::Yes
                 && !backpropagated_in_loop(checker, value)
         };
@@ -391,6 +406,23 @@ impl GpuCollection {
             .replace("{container}", &short(checker, found.container))
             .replace("{span}", span)
             .replace("{device}", device_name(checker));
-        out.push(Diagnostic::new(rule, message, call.byte_range()).with_label(label, why));
+        // A concatenation is reported at the `torch.cat(...)` that grows the tensor: in a
+        // statement over several lines (`acc = (\n    f if acc is None else torch.cat(...)\n)`)
+        // that is where a fix goes.
+        let mut range = call.byte_range();
+        if found.how == How::Concat {
+            let mut node = found.value;
+            while let Some(parent) = node.parent() {
+                if parent.id() == call.id() {
+                    break;
+                }
+                if parent.kind_id() == KINDS.call {
+                    range = parent.byte_range();
+                    break;
+                }
+                node = parent;
+            }
+        }
+        out.push(Diagnostic::new(rule, message, range).with_label(label, why));
     }
 }

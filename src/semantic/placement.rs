@@ -1,0 +1,38 @@
+//! Where a function's tensors live when nothing in it says: library code that takes or keeps a
+//! device (`self.device`, a `device` parameter) runs its model there, so a value of unknown
+//! placement it computes from each batch counts as the accelerator's for TL104 — unless the
+//! code shows the host.
+
+use tree_sitter::Node;
+
+use super::analysis::Analysis;
+
+impl<'a> Analysis<'a> {
+    /// Whether `function`, or the class it is a method of, takes or keeps a device: a
+    /// parameter named `device` (or `*_device`), or `self.device = ...` (any `*device`
+    /// attribute) in one of the class's methods.
+    pub fn keeps_a_device(&self, function: Node<'a>) -> bool {
+        let names_a_device = |name: &str| name == "device" || name.ends_with("_device");
+        if self
+            .parameter_names(function)
+            .iter()
+            .any(|(_, name)| names_a_device(name))
+        {
+            return true;
+        }
+        let Some(class) = self
+            .model
+            .function_facts(function)
+            .and_then(|facts| facts.class)
+        else {
+            return false;
+        };
+        let range = self.model.classes[class].node.byte_range();
+        let assignments = &self.model.attribute_assignments;
+        let first = assignments.partition_point(|a| a.node.start_byte() < range.start);
+        assignments[first..]
+            .iter()
+            .take_while(|a| a.node.start_byte() < range.end)
+            .any(|a| a.object == "self" && names_a_device(a.attribute.trim_start_matches('_')))
+    }
+}
