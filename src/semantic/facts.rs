@@ -124,6 +124,9 @@ pub enum Ask {
     /// The model an instance of a class keeps in an attribute (`pkg.Sampler.denoiser`), by
     /// the class or one of its bases.
     Attribute(String),
+    /// Whether calling this name makes an instance of a class of the project that is no model
+    /// (`NamedTensor(t, names)`, or a function returning one: `NamedTensor.new_like(t, other)`).
+    Instance(String),
 }
 
 impl Ask {
@@ -140,7 +143,8 @@ impl Ask {
             | Ask::Stores(name)
             | Ask::NoGradHook { class: name, .. }
             | Ask::AcceleratorClass(name)
-            | Ask::Attribute(name) => name,
+            | Ask::Attribute(name)
+            | Ask::Instance(name) => name,
         }
     }
 }
@@ -606,6 +610,27 @@ impl FactBase {
         }
     }
 
+    /// Whether calling the name makes an instance of a class of the run that is no model.
+    fn makes_instance(&self, qualified: &str, importer: Option<usize>, depth: usize) -> bool {
+        if depth > MAX_DEPTH {
+            return false;
+        }
+        match self.lookup(qualified, importer) {
+            Lookup::Symbol(Symbol::Class(_)) => {
+                self.is_module_class(qualified, importer) == Some(false)
+            }
+            Lookup::Symbol(Symbol::Function(function)) | Lookup::Method(_, function) => {
+                function.returns.facts.kind == Kind::Unknown
+                    && function
+                        .returns
+                        .call
+                        .as_deref()
+                        .is_some_and(|call| self.makes_instance(call, importer, depth + 1))
+            }
+            _ => false,
+        }
+    }
+
     /// What the name holds as a value: a module class, or a module-level value.
     pub fn value_of(&self, qualified: &str, importer: Option<usize>) -> Option<ValueFacts> {
         match self.lookup(qualified, importer) {
@@ -687,6 +712,7 @@ impl FactBase {
                 Answer::yes_if(self.is_accelerator_class(name, importer, 0))
             }
             Ask::Attribute(name) => Answer::from_facts(self.kept_attribute(name, importer, 0)),
+            Ask::Instance(name) => Answer::yes_if(self.makes_instance(name, importer, 0)),
             Ask::Stores(name) => match self.function(name, importer) {
                 Some(function) if !function.stores.is_empty() => {
                     Answer::Stores(function.stores.clone())

@@ -238,10 +238,14 @@ fn record_device_arguments_by_name<'a>(
     }
     let analysis = &checker.analysis();
     let arguments = passed.arguments(checker);
+    // A tensor, or an object holding some (`NamedTensor.new_like(pred, y)`).
     let on_device = |value: Node<'a>| {
         let facts = analysis.facts(value);
         !analysis.device_assumed()
-            && facts.kind == crate::semantic::values::Kind::Tensor
+            && matches!(
+                facts.kind,
+                crate::semantic::values::Kind::Tensor | crate::semantic::values::Kind::Container
+            )
             && facts.device == crate::semantic::values::Tri::Yes
             && facts.graph != crate::semantic::values::Tri::Yes
     };
@@ -266,7 +270,7 @@ fn record_device_arguments_by_name<'a>(
             parameter: position,
             keyword: keyword.map(str::to_owned),
             per_batch: true,
-            container: false,
+            container: analysis.facts(value).kind == crate::semantic::values::Kind::Container,
             site: site.clone(),
             from: None,
             device: true,

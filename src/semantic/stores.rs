@@ -374,46 +374,55 @@ impl<'a> Analysis<'a> {
             device: Tri::Yes,
             ..ValueFacts::default()
         };
-        let candidates = || {
-            parameters
-                .iter()
-                .skip(1)
-                .filter(|(_, name)| self.derives_from(value, name).is_some())
-        };
-        let graph = candidates()
-            .filter(|_| !detached)
-            .find(|(index, _)| {
-                self.facts_given_parameter(value, function, *index, graph_carrying)
+        // A parameter passed into the value comes before one it only calls a method of
+        // (`obj.loss(prediction, target)` keeps a tensor made from `prediction`, not `obj`).
+        let candidates: Vec<(u32, bool)> = parameters
+            .iter()
+            .skip(1)
+            .filter(|(_, name)| self.derives_from(value, name).is_some())
+            .map(|(index, name)| (*index, self.only_a_receiver(value, name)))
+            .collect();
+        let keeps_graph = |index: u32| {
+            !detached
+                && self
+                    .facts_given_parameter(value, function, index, graph_carrying)
                     .graph
                     == Tri::Yes
-            })
-            .map(|(index, _)| *index);
-        let device = candidates()
-            .find(|(index, _)| {
-                let given = self.facts_given_parameter(value, function, *index, on_device);
-                given.device == Tri::Yes && matches!(given.kind, Kind::Tensor | Kind::Container)
-            })
-            .map(|(index, _)| *index)
-            .or_else(|| {
-                // `self.losses[name].append(self.metric(prediction, target))`: made from the
-                // parameter by a call the file cannot see into (a metric, a loss), kept in a
-                // list the class later joins with `torch.cat`: a tensor, so one on the
-                // parameter's device.
-                if detached || !accumulates || !self.joined_by_the_class(target, function) {
-                    return None;
-                }
-                candidates()
-                    .find(|(index, _)| {
-                        let given = self.facts_given_parameter(value, function, *index, on_device);
-                        given.kind == Kind::Unknown && given.device != Tri::No
-                    })
-                    .map(|(index, _)| *index)
-            });
-        let parameter = graph.or(device)?;
-        let keeps = Keeps {
-            graph: graph == Some(parameter),
-            device: device == Some(parameter),
         };
+        // `self.losses[name].append(self.metric(prediction, target))`: made from the parameter
+        // by a call the file cannot see into (a metric, a loss), kept in a list the class later
+        // joins with `torch.cat`: a tensor, so one on the parameter's device.
+        let joined = std::cell::OnceCell::new();
+        let keeps_device = |index: u32| {
+            let given = self.facts_given_parameter(value, function, index, on_device);
+            given.device == Tri::Yes && matches!(given.kind, Kind::Tensor | Kind::Container)
+                || matches!(given.kind, Kind::Unknown | Kind::Tensor)
+                    && given.device != Tri::No
+                    && !detached
+                    && accumulates
+                    && *joined.get_or_init(|| self.joined_by_the_class(target, function))
+        };
+        // The graph a parameter would carry decides before its device; a parameter passed into
+        // the value before one it only calls a method of (`obj.loss(prediction, target)` keeps
+        // a tensor made from `prediction`, not `obj`).
+        let (parameter, keeps) = [false, true].into_iter().find_map(|receiver| {
+            let tier = || {
+                candidates
+                    .iter()
+                    .filter(move |(_, only_receiver)| *only_receiver == receiver)
+                    .map(|(index, _)| *index)
+            };
+            let chosen = tier()
+                .find(|index| keeps_graph(*index))
+                .or_else(|| tier().find(|index| keeps_device(*index)))?;
+            Some((
+                chosen,
+                Keeps {
+                    graph: keeps_graph(chosen),
+                    device: keeps_device(chosen),
+                },
+            ))
+        })?;
         // A plain copy in `__init__` is configuration.
         if self
             .model
@@ -497,10 +506,59 @@ impl<'a> Analysis<'a> {
         }) {
             return Some(true);
         }
-        // `value = old * decay + new_value * (1 - decay)`, then `value` is kept.
-        self.reaching_value(value)
-            .filter(|bound| bound.id() != value.id() && mentions(self.text(*bound), name))
-            .map(|_| false)
+        // `value = old * decay + new_value * (1 - decay)`, then `value` is kept; any of the
+        // name's values (`loss = obj.loss(pred, y)`, then `if ...: loss = rearrange(loss)`).
+        self.bound_values(value)
+            .into_iter()
+            .any(|bound| bound.id() != value.id() && mentions(self.text(bound), name))
+            .then_some(false)
+    }
+
+    /// What a name is assigned in its scope before `value`, or the value itself.
+    fn bound_values(&self, value: Node<'a>) -> Vec<Node<'a>> {
+        if value.kind_id() != KINDS.identifier {
+            return vec![value];
+        }
+        let Some((_, bindings)) =
+            self.model
+                .scopes
+                .lookup(self.scope_at(value), self.text(value), value.start_byte())
+        else {
+            return vec![value];
+        };
+        let mut bound: Vec<Node<'a>> = bindings
+            .iter()
+            .filter_map(|binding| match binding.site {
+                Site::Value { value, .. } => Some(value),
+                _ => None,
+            })
+            .collect();
+        bound.push(value);
+        bound
+    }
+
+    /// Whether every mention of `name` in the value (or what the name it is was assigned) is
+    /// the receiver of an attribute (`obj.loss(...)`, `obj.grid_shape`).
+    fn only_a_receiver(&self, value: Node<'a>, name: &str) -> bool {
+        self.bound_values(value).into_iter().all(|bound| {
+            let text = self.text(bound);
+            let mut rest = text;
+            let mut offset = 0;
+            while let Some(at) = memchr::memmem::find(rest.as_bytes(), name.as_bytes()) {
+                let start = offset + at;
+                let end = start + name.len();
+                let before = text[..start].chars().next_back();
+                let after = text[end..].chars().next();
+                let word = !before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '.')
+                    && !after.is_some_and(|c| c.is_alphanumeric() || c == '_');
+                if word && after != Some('.') {
+                    return false;
+                }
+                offset = end;
+                rest = &text[end..];
+            }
+            true
+        })
     }
 
     /// A function's parameters by index, with `self` (or `cls`) as 0 when it has one.

@@ -1854,8 +1854,11 @@ impl<'a> Analysis<'a> {
                 }
                 // `models.resnet50()`, `utils.build_model(cfg)`: a library's or another
                 // file's function.
-                if let Some(facts) = self.ask(Ask::Call(name)) {
+                if let Some(facts) = self.ask(Ask::Call(name.clone())) {
                     return self.at_call_site(node, facts);
+                }
+                if let Some(facts) = self.holder_facts(&name, &argument_facts) {
+                    return facts;
                 }
             }
             // `self.model(x)`, `self.criterion(out, y)`: the attribute is itself a model.
@@ -1898,10 +1901,13 @@ impl<'a> Analysis<'a> {
             } else {
                 self.star_imported(&name)
             };
-            if let Some(name) = name
-                && let Some(facts) = self.ask(Ask::Call(name))
-            {
-                return self.at_call_site(node, facts);
+            if let Some(name) = name {
+                if let Some(facts) = self.ask(Ask::Call(name.clone())) {
+                    return self.at_call_site(node, facts);
+                }
+                if let Some(facts) = self.holder_facts(&name, &argument_facts) {
+                    return facts;
+                }
             }
         }
         let callee_name = self.text(callee);
@@ -1928,7 +1934,7 @@ impl<'a> Analysis<'a> {
                         ..ValueFacts::of(kind)
                     }
                 } else {
-                    ValueFacts::default()
+                    held_by_instance(&argument_facts()).unwrap_or_default()
                 };
             }
             let callee_facts = self.facts_at_depth(callee, depth, arguments);
@@ -1948,6 +1954,18 @@ impl<'a> Analysis<'a> {
             return self.forward_facts(node, callee_facts, &combine_arguments);
         }
         ValueFacts::default()
+    }
+
+    /// `NamedTensor.new_like(prediction, other)` of another file: when the name makes an
+    /// instance of one of the run's classes that is no model, what it is given.
+    fn holder_facts(
+        &self,
+        name: &str,
+        argument_facts: &dyn Fn() -> Vec<ValueFacts>,
+    ) -> Option<ValueFacts> {
+        // The name first: the arguments' facts cost more, for every call of a library.
+        self.ask(Ask::Instance(name.to_owned()))?;
+        held_by_instance(&argument_facts())
     }
 
     /// Calling a model (`model(x)`) or a loss module (`criterion(out, y)`).
@@ -2734,6 +2752,28 @@ fn own_callee<'a>(analysis: &Analysis<'a>, call: Node<'a>) -> Option<&'a str> {
 
 /// What an element of a value is, when only the whole is known: a container's element is of
 /// unknown kind (with the container's graph and device).
+/// An object built from device tensors (`NamedTensor(t, names)`, a batch or result dataclass)
+/// holds them where they are: a container on the device, with their graphs.
+fn held_by_instance(arguments: &[ValueFacts]) -> Option<ValueFacts> {
+    let held: Vec<&ValueFacts> = arguments
+        .iter()
+        .filter(|facts| {
+            matches!(facts.kind, Kind::Tensor | Kind::Container) && facts.device == Tri::Yes
+        })
+        .collect();
+    if held.is_empty() {
+        return None;
+    }
+    Some(ValueFacts {
+        kind: Kind::Container,
+        device: Tri::Yes,
+        graph: held
+            .iter()
+            .fold(Tri::No, |graph, facts| graph.or(facts.graph)),
+        ..ValueFacts::default()
+    })
+}
+
 fn element_facts(facts: ValueFacts) -> ValueFacts {
     if facts.kind == Kind::Container {
         ValueFacts {

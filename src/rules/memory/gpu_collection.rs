@@ -237,7 +237,7 @@ fn check_stored_argument<'a>(
     };
     let message = rule
         .message
-        .replace("{value}", name)
+        .replace("{value}", &kept_value(checker, node, name))
         .replace("{container}", &short(checker, store.target))
         .replace(
             "{span}",
@@ -245,6 +245,22 @@ fn check_stored_argument<'a>(
         )
         .replace("{device}", "the model's device");
     out.push(Diagnostic::new(rule, message, node.byte_range()).assuming(Some(assumption)));
+}
+
+/// What a per-call store keeps, named for the message: the parameter, or what the line made of
+/// it (`spatial_loss` made from `prediction`).
+fn kept_value<'a>(checker: &Checker<'a>, statement: Node<'a>, parameter: &str) -> String {
+    let value = if statement.kind_id() == KINDS.call {
+        checker
+            .arguments(statement)
+            .and_then(|arguments| arguments.named_child(0))
+    } else {
+        checker.field(statement, FIELDS.right)
+    };
+    match value.map(|value| short(checker, value)) {
+        Some(text) if text != parameter => format!("{text}` made from `{parameter}"),
+        _ => parameter.to_owned(),
+    }
 }
 
 /// Whether `target` is a slot indexed by the variable `loop_node` binds (`self.losses[name]`
