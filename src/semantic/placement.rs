@@ -9,10 +9,10 @@ use super::analysis::Analysis;
 
 impl<'a> Analysis<'a> {
     /// Whether `function`, or the class it is a method of, takes or keeps a device: a
-    /// parameter named `device` (or `*_device`), or `self.device = ...` (any `*device`
-    /// attribute) in one of the class's methods.
+    /// parameter that names one (`device`, `output_device`, `device_type`), or `self.device =
+    /// ...` (any attribute naming one) in one of the class's methods.
     pub fn keeps_a_device(&self, function: Node<'a>) -> bool {
-        let names_a_device = |name: &str| name == "device" || name.ends_with("_device");
+        let names_a_device = |name: &str| name.contains("device");
         if self
             .parameter_names(function)
             .iter()

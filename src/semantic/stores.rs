@@ -465,7 +465,12 @@ impl<'a> Analysis<'a> {
         else {
             return false;
         };
-        let range = self.model.classes[class].node.byte_range();
+        self.joined_with_torch(list, self.model.classes[class].node.byte_range())
+    }
+
+    /// Whether some call in `range` passes the list `list` (or a slot of it: `list[name]`) to
+    /// `torch.cat` or `torch.stack`: it holds tensors.
+    pub fn joined_with_torch(&self, list: &str, range: std::ops::Range<usize>) -> bool {
         ["cat", "stack", "concat"].iter().any(|name| {
             self.calls_in(name, range.clone()).into_iter().any(|call| {
                 let joins_the_list = call

@@ -363,10 +363,23 @@ impl GpuCollection {
                             .is_some_and(|(function, _)| checker.analysis.keeps_a_device(function))
                     })
         };
+        let joined_later = std::cell::OnceCell::new();
         let kept_on_device = |value: Node<'a>| {
             let facts = checker.analysis.facts(value);
+            // What `torch.cat` takes is a tensor, whatever its facts say: the item of a
+            // concatenation, or of a list the function joins after its loop.
             let tensor = facts.kind == Kind::Tensor
-                || found.how == How::Concat && facts.kind == Kind::Unknown;
+                || facts.kind == Kind::Unknown
+                    && (found.how == How::Concat
+                        || found.how == How::Append
+                            && *joined_later.get_or_init(|| {
+                                checker.current_function().is_some_and(|(function, _)| {
+                                    checker.analysis.joined_with_torch(
+                                        checker.node_text(found.container),
+                                        function.byte_range(),
+                                    )
+                                })
+                            }));
             // A tuple of device tensors a function returns (`(out, yb[0].detach())`).
             let tuple = facts.kind == Kind::Container && found.how == How::Append;
             (tensor && on_its_device(facts.device) || tuple && facts.device == Tri::Yes)
