@@ -68,18 +68,20 @@ fn reason<'a>(checker: &impl Position<'a>, loop_node: Node<'a>, helpers: bool) -
     })
 }
 
-/// `for batch in tqdm(dataloader)`, or over a name bound to one: a loader yields whole batches,
-/// so a loop over one is no loop over the pieces of a caller's batch, whatever loop calls its
-/// function (an epoch loop calling `evaluate(model, loader)` runs the model through it).
+/// `for batch in tqdm(dataloader)`, `enumerate(eval_data)`, or over a name bound to one: a
+/// loader (or a split of the data) yields whole batches, so a loop over one is no loop over the
+/// pieces of a caller's batch, whatever loop calls its function (an epoch loop calling
+/// `evaluate(model, loader)` runs the model through it).
 fn iterates_a_data_loader<'a>(checker: &impl Position<'a>, loop_node: Node<'a>) -> bool {
     let Some(iterable) = checker.field(loop_node, FIELDS.right) else {
         return false;
     };
     let names_a_loader = |node: Node<'a>| {
-        checker
-            .node_text(node)
-            .to_ascii_lowercase()
-            .contains("loader")
+        let text = checker.node_text(node);
+        text.to_ascii_lowercase().contains("loader")
+            || text
+                .split(|c: char| !c.is_alphanumeric() && c != '_')
+                .any(crate::semantic::training::names_evaluation_data)
     };
     checker.analysis().facts(iterable).kind == Kind::Loader
         || names_a_loader(iterable)
