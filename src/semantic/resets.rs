@@ -49,7 +49,7 @@ pub fn reset_in_loop<'a>(checker: &impl Position<'a>, loop_node: Node<'a>, name:
         };
         let header = lines[header_at].trim();
         let first_value = if header.starts_with("if ") {
-            tests_unset(header, name)
+            tests_unset(header, name) || off_by_default(checker, header)
         } else if header == "else:" {
             let else_indent = lines[header_at].len() - header.len();
             lines[..header_at]
@@ -65,6 +65,36 @@ pub fn reset_in_loop<'a>(checker: &impl Position<'a>, loop_node: Node<'a>, name:
             false
         };
         !first_value
+    })
+}
+
+/// `if output_dir and i % step == 0:` where the function's `output_dir` defaults to `None`: a
+/// flush that a default call never takes, so it bounds nothing on the default path.
+fn off_by_default<'a>(checker: &impl Position<'a>, header: &str) -> bool {
+    let condition = header.trim_start_matches("if ").trim_end_matches(':');
+    let first = condition.split(" and ").next().unwrap_or("").trim();
+    if first.is_empty() || !first.chars().all(|c| c.is_alphanumeric() || c == '_') {
+        return false;
+    }
+    let Some(parameters) = checker
+        .current_function()
+        .and_then(|(function, _)| checker.field(function, FIELDS.parameters))
+    else {
+        return false;
+    };
+    let mut cursor = parameters.walk();
+    parameters.named_children(&mut cursor).any(|parameter| {
+        (parameter.kind_id() == KINDS.default_parameter
+            || parameter.kind_id() == KINDS.typed_default_parameter)
+            && checker
+                .field(parameter, FIELDS.name)
+                .is_some_and(|name| checker.node_text(name) == first)
+            && checker.field(parameter, FIELDS.value).is_some_and(|value| {
+                matches!(
+                    checker.node_text(value),
+                    "None" | "False" | "0" | "\"\"" | "''"
+                )
+            })
     })
 }
 
