@@ -376,6 +376,14 @@ impl<'a> Analysis<'a> {
         };
         // A parameter passed into the value comes before one it only calls a method of
         // (`obj.loss(prediction, target)` keeps a tensor made from `prediction`, not `obj`).
+        // A plain copy in `__init__` is configuration.
+        if self
+            .model
+            .function_facts(function)
+            .is_some_and(|facts| facts.name == "__init__")
+        {
+            return None;
+        }
         let candidates: Vec<(u32, bool)> = parameters
             .iter()
             .skip(1)
@@ -405,32 +413,32 @@ impl<'a> Analysis<'a> {
         // The graph a parameter would carry decides before its device; a parameter passed into
         // the value before one it only calls a method of (`obj.loss(prediction, target)` keeps
         // a tensor made from `prediction`, not `obj`).
-        let (parameter, keeps) = [false, true].into_iter().find_map(|receiver| {
-            let tier = || {
-                candidates
-                    .iter()
-                    .filter(move |(_, only_receiver)| *only_receiver == receiver)
-                    .map(|(index, _)| *index)
-            };
+        // Each parameter's answers once: the facts given a parameter are not memoised.
+        let graphs: Vec<std::cell::OnceCell<bool>> = candidates
+            .iter()
+            .map(|_| std::cell::OnceCell::new())
+            .collect();
+        let devices: Vec<std::cell::OnceCell<bool>> = candidates
+            .iter()
+            .map(|_| std::cell::OnceCell::new())
+            .collect();
+        let graph_at = |at: usize| *graphs[at].get_or_init(|| keeps_graph(candidates[at].0));
+        let device_at = |at: usize| *devices[at].get_or_init(|| keeps_device(candidates[at].0));
+        let (at, keeps) = [false, true].into_iter().find_map(|receiver| {
+            let candidates = &candidates;
+            let tier = || (0..candidates.len()).filter(move |at| candidates[*at].1 == receiver);
             let chosen = tier()
-                .find(|index| keeps_graph(*index))
-                .or_else(|| tier().find(|index| keeps_device(*index)))?;
+                .find(|at| graph_at(*at))
+                .or_else(|| tier().find(|at| device_at(*at)))?;
             Some((
                 chosen,
                 Keeps {
-                    graph: keeps_graph(chosen),
-                    device: keeps_device(chosen),
+                    graph: graph_at(chosen),
+                    device: device_at(chosen),
                 },
             ))
         })?;
-        // A plain copy in `__init__` is configuration.
-        if self
-            .model
-            .function_facts(function)
-            .is_some_and(|facts| facts.name == "__init__")
-        {
-            return None;
-        }
+        let parameter = candidates[at].0;
         let name = parameters.iter().find(|(i, _)| *i == parameter)?.1;
         let expects = match self.derives_from(value, name) {
             Some(true) => Expects::Container,

@@ -1963,7 +1963,15 @@ impl<'a> Analysis<'a> {
         name: &str,
         argument_facts: &dyn Fn() -> Vec<ValueFacts>,
     ) -> Option<ValueFacts> {
-        // The name first: the arguments' facts cost more, for every call of a library.
+        // A class, or a function of one, by its CapWords segment (`NamedTensor(...)`,
+        // `NamedTensor.new_like(...)`): asked only of those, as every library call comes here.
+        // Then the name: the arguments' facts cost more.
+        if !name
+            .split('.')
+            .any(|segment| segment.starts_with(|c: char| c.is_ascii_uppercase()))
+        {
+            return None;
+        }
         self.ask(Ask::Instance(name.to_owned()))?;
         held_by_instance(&argument_facts())
     }
