@@ -179,6 +179,20 @@ impl<'a> SemanticModel<'a> {
         self.scope_of_node.get(&node.id()).copied()
     }
 
+    /// The subscript stores (`x[k] = v`, `x[k] += v`) that start in `range`, in document
+    /// order.
+    pub fn subscript_stores_in(&self, range: std::ops::Range<usize>) -> &[Node<'a>] {
+        in_range(&self.subscript_stores, range, |node| node.start_byte())
+    }
+
+    /// The `obj.attr = ...` (or `+=`) statements that start in `range`, in document order.
+    pub fn attribute_assignments_in(
+        &self,
+        range: std::ops::Range<usize>,
+    ) -> &[AttributeAssignment<'a>] {
+        in_range(&self.attribute_assignments, range, |a| a.node.start_byte())
+    }
+
     pub fn loop_facts(&self, node: Node<'_>) -> Option<&LoopFacts> {
         self.loops.get(&node.id())
     }
@@ -1456,6 +1470,13 @@ fn dotted<'s>(node: Node<'_>, source: &'s str) -> std::borrow::Cow<'s, str> {
         .filter(|c| !c.is_whitespace() && *c != '\\')
         .collect::<String>()
         .into()
+}
+
+/// The run of `items` (sorted by start) whose starts lie in `range`.
+fn in_range<T>(items: &[T], range: std::ops::Range<usize>, start: impl Fn(&T) -> usize) -> &[T] {
+    let first = items.partition_point(|item| start(item) < range.start);
+    let end = first + items[first..].partition_point(|item| start(item) < range.end);
+    &items[first..end]
 }
 
 #[cfg(test)]

@@ -27,12 +27,9 @@ impl<'a> Analysis<'a> {
         else {
             return false;
         };
-        let range = self.model.classes[class].node.byte_range();
-        let assignments = &self.model.attribute_assignments;
-        let first = assignments.partition_point(|a| a.node.start_byte() < range.start);
-        assignments[first..]
+        self.model
+            .attribute_assignments_in(self.model.classes[class].node.byte_range())
             .iter()
-            .take_while(|a| a.node.start_byte() < range.end)
             .any(|a| a.object == "self" && names_a_device(a.attribute.trim_start_matches('_')))
     }
 }

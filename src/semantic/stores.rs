@@ -94,16 +94,7 @@ impl<'a> Analysis<'a> {
         for assignment in self.self_attribute_statements(range.clone()) {
             candidates.push(assignment);
         }
-        let first = self
-            .model
-            .subscript_stores
-            .partition_point(|node| node.start_byte() < range.start);
-        for &node in &self.model.subscript_stores[first..] {
-            if node.start_byte() >= range.end {
-                break;
-            }
-            candidates.push(node);
-        }
+        candidates.extend_from_slice(self.model.subscript_stores_in(range.clone()));
         for method in ["register_buffer", "append", "extend", "insert", "add_"] {
             candidates.extend(self.calls_in(method, range.clone()));
         }
@@ -132,11 +123,9 @@ impl<'a> Analysis<'a> {
 
     /// The statements assigning `self.<attribute>` (or `+=`) whose start lies in `range`.
     fn self_attribute_statements(&self, range: std::ops::Range<usize>) -> Vec<Node<'a>> {
-        let assignments = &self.model.attribute_assignments;
-        let first = assignments.partition_point(|a| a.node.start_byte() < range.start);
-        assignments[first..]
+        self.model
+            .attribute_assignments_in(range)
             .iter()
-            .take_while(|a| a.node.start_byte() < range.end)
             .filter(|a| a.object == "self")
             .map(|a| a.node)
             .collect()
@@ -458,13 +447,9 @@ impl<'a> Analysis<'a> {
     /// Whether the class around `function` passes the list at `target` (`self.losses[name]`,
     /// `self.maps`) to `torch.cat` or `torch.stack`: it holds tensors.
     fn joined_by_the_class(&self, target: Node<'a>, function: Node<'a>) -> bool {
-        let mut base = target;
-        while base.kind_id() == KINDS.subscript {
-            match base.child_by_field_id(FIELDS.value) {
-                Some(value) => base = value,
-                None => return false,
-            }
-        }
+        let Some(base) = subscripted(target) else {
+            return false;
+        };
         let list = self.text(base);
         let Some(class) = self
             .model
@@ -631,15 +616,21 @@ impl<'a> Analysis<'a> {
 
 /// Whether a target is `self.x` or an element of it.
 fn on_self(analysis: &Analysis<'_>, target: Node<'_>) -> bool {
-    let mut base = target;
-    while base.kind_id() == KINDS.subscript {
-        match base.child_by_field_id(FIELDS.value) {
-            Some(value) => base = value,
-            None => return false,
-        }
-    }
+    let Some(base) = subscripted(target) else {
+        return false;
+    };
     let text = analysis.text(base);
     (base.kind_id() == KINDS.attribute && text.starts_with("self.")) || text == "self"
+}
+
+/// What a target's subscripts index into (`self.losses` of `self.losses[name][i]`), or the
+/// target itself.
+fn subscripted(target: Node<'_>) -> Option<Node<'_>> {
+    let mut base = target;
+    while base.kind_id() == KINDS.subscript {
+        base = base.child_by_field_id(FIELDS.value)?;
+    }
+    Some(base)
 }
 
 fn detaches(text: &str) -> bool {

@@ -1140,14 +1140,11 @@ impl<'a> Analysis<'a> {
             .borrow_mut()
             .insert((class, text), (Tri::No, Tri::No));
         let range = self.model.classes[class].node.byte_range();
-        let first = self
-            .model
-            .subscript_stores
-            .partition_point(|node| node.start_byte() < range.start);
         let mut found = None;
-        for node in self.model.subscript_stores[first..]
+        for node in self
+            .model
+            .subscript_stores_in(range)
             .iter()
-            .take_while(|node| node.start_byte() < range.end)
             .filter(|node| node.kind_id() == KINDS.assignment)
         {
             let Some(left) = node.child_by_field_id(FIELDS.left) else {
