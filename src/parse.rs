@@ -168,7 +168,7 @@ fn parse_within(
     let bytes = text.as_bytes();
     let clock = budget::CpuClock::start();
     let mut past_budget = |_: &tree_sitter::ParseState| {
-        if clock.elapsed() > budget {
+        if clock.past(budget) {
             ControlFlow::Break(())
         } else {
             ControlFlow::Continue(())
