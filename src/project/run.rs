@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use rayon::prelude::*;
 use rustc_hash::FxHashSet as HashSet;
@@ -316,14 +316,15 @@ impl Session {
     /// cycle is done), then again the files whose answers still changed once every summary
     /// was in.
     pub fn new(targets: Vec<LintTarget>, overrides: &Overrides, cache: Option<&Cache>) -> Session {
-        // Each file's bytes, taken by the task that lints it, and its imports, read while the
-        // bytes are at hand.
-        let (inputs, imports): (Vec<Mutex<Option<Read>>>, Vec<Vec<Import>>) = targets
+        // Each file's imports and size (what it costs to lint, for the schedule). Its bytes are
+        // read again when it is linted: held from here to there, every file's would be most of
+        // a large run's memory.
+        let (costs, imports): (Vec<usize>, Vec<Vec<Import>>) = targets
             .par_iter()
             .map(|target| {
                 let input = read(target, overrides);
                 let imports = imports_of(target, &input, overrides, cache);
-                (Mutex::new(Some(input)), imports)
+                (input.as_ref().map_or(0, Vec::len), imports)
             })
             .unzip();
         // The run's framework table: the config's at the root of the run (the first target's).
@@ -338,14 +339,6 @@ impl Session {
         let results: Vec<OnceLock<(Linted, Asked)>> =
             targets.iter().map(|_| OnceLock::new()).collect();
         let rechecked: Vec<OnceLock<Relinted>> = targets.iter().map(|_| OnceLock::new()).collect();
-        // What each file costs to lint, for the schedule: its size.
-        let costs: Vec<usize> = inputs
-            .iter()
-            .map(|input| match lock(input).as_ref() {
-                Some(Ok(bytes)) => bytes.len(),
-                _ => 0,
-            })
-            .collect();
         let lint = |index: usize, input: Read, reuse: Reuse| {
             let place = Place {
                 facts: &facts,
@@ -359,9 +352,7 @@ impl Session {
             &dependencies,
             &costs,
             |index| {
-                let input = lock(&inputs[index])
-                    .take()
-                    .expect("each file is linted once");
+                let input = read(&targets[index], overrides);
                 let (_, linted, summary, asked) = lint(index, input, Reuse::Cached);
                 facts.set_summary(index, Arc::new(summary));
                 let _ = results[index].set((linted, asked));
@@ -687,12 +678,6 @@ fn scan(input: &Read) -> Vec<Import> {
         Ok(bytes) => std::str::from_utf8(bytes).map_or_else(|_| Vec::new(), imports::scan),
         Err(_) => Vec::new(),
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Which files each file imports (by index), and which names of each file the others import.
