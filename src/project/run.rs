@@ -18,7 +18,7 @@ use tree_sitter::Tree;
 
 use crate::cache::{self, Cache, ContentHash, Fresh, Stamp};
 use crate::checker::InternalError;
-use crate::diagnostic::FileDiagnostics;
+use crate::diagnostic::{Diagnostic, FileDiagnostics};
 use crate::discovery::{self, FileError, LintTarget, describe_io_error, display_path};
 use crate::linter::{self, ProjectContext, SourceKind};
 use crate::notebook;
@@ -187,7 +187,7 @@ pub fn lint_alone(name: &Path, bytes: &[u8], settings: &Settings, parse_only: bo
 pub fn parse_targets(targets: &[LintTarget]) -> Vec<Outcome> {
     parse_all(targets)
         .into_iter()
-        .map(|linted| linted.outcome)
+        .map(|linted| linted.outcome.into_outcome())
         .collect()
 }
 
@@ -241,13 +241,103 @@ fn repository_root(path: &Path) -> Option<PathBuf> {
 /// One file of the first pass: its outcome, a hash of the bytes it was linted from (`None`: it
 /// could not be read), and the names it calls when it was linted (not read from the cache).
 struct Linted {
-    outcome: Outcome,
+    outcome: Held,
     hash: Option<ContentHash>,
     called: Option<CalledNames>,
     /// Something to tell the user that does not stop the file being linted.
     warning: Option<String>,
     /// Calls that pass a graph-carrying tensor to the project's functions.
     graph_calls: Vec<GraphCall>,
+}
+
+/// What linting a file came to, as a run holds it until its report: findings without the
+/// text they point into, which is read again for the files that still have findings once the
+/// project pass has dropped those resting on other files. Most findings of a large run wait
+/// for that pass, and their files' texts would be a quarter of the run's source in memory.
+#[derive(Clone)]
+enum Held {
+    Findings {
+        diagnostics: Vec<Diagnostic>,
+        internal_errors: Vec<InternalError>,
+    },
+    Done(Outcome),
+}
+
+impl Held {
+    fn of(outcome: Outcome) -> Held {
+        match outcome {
+            Outcome::Linted {
+                file,
+                internal_errors,
+            } => Held::Findings {
+                diagnostics: file.diagnostics,
+                internal_errors,
+            },
+            outcome => Held::Done(outcome),
+        }
+    }
+
+    fn diagnostics_mut(&mut self) -> Option<&mut Vec<Diagnostic>> {
+        match self {
+            Held::Findings { diagnostics, .. } => Some(diagnostics),
+            Held::Done(_) => None,
+        }
+    }
+
+    fn diagnostics(&self) -> &[Diagnostic] {
+        match self {
+            Held::Findings { diagnostics, .. } => diagnostics,
+            Held::Done(_) => &[],
+        }
+    }
+
+    /// The outcome to report: the findings with the text of `target` as read now, if it is
+    /// still the text they were found in (its hash `hash`).
+    fn outcome(
+        self,
+        target: &LintTarget,
+        hash: Option<ContentHash>,
+        overrides: &Overrides,
+    ) -> Outcome {
+        let (diagnostics, internal_errors) = match self {
+            Held::Done(outcome) => return outcome,
+            Held::Findings {
+                diagnostics,
+                internal_errors,
+            } if diagnostics.is_empty() && internal_errors.is_empty() => return Outcome::Clean,
+            Held::Findings {
+                diagnostics,
+                internal_errors,
+            } => (diagnostics, internal_errors),
+        };
+        let bytes = match read(target, overrides) {
+            Ok(bytes) => bytes,
+            Err(linted) => return linted.outcome.into_outcome(),
+        };
+        if hash != Some(cache::content_hash(&bytes)) {
+            let message = "changed while it was being linted; lint it again";
+            return Outcome::Failed(FileError::new(&target.path, message.to_owned()));
+        }
+        match read_source(&target.path, &bytes) {
+            Ok(Some(source)) => Outcome::Linted {
+                file: FileDiagnostics {
+                    source: Arc::new(source),
+                    diagnostics,
+                },
+                internal_errors,
+            },
+            Ok(None) => Outcome::Clean,
+            Err(error) => Outcome::Failed(error),
+        }
+    }
+
+    /// An outcome held whole (a file not linted: parsed only, or failed).
+    fn into_outcome(self) -> Outcome {
+        match self {
+            Held::Done(outcome) => outcome,
+            Held::Findings { .. } => unreachable!("findings are reported through Held::outcome"),
+        }
+    }
 }
 
 /// Only reads and parses the targets.
@@ -260,7 +350,7 @@ fn parse_all(targets: &[LintTarget]) -> Vec<Linted> {
                 let (outcome, called) =
                     lint_bytes(&target.path, &bytes, &target.settings, true, None);
                 Linted {
-                    outcome,
+                    outcome: Held::of(outcome),
                     hash: None,
                     called,
                     warning: None,
@@ -482,7 +572,7 @@ impl Session {
         overrides: &Overrides,
         cache: Option<&Cache>,
     ) -> Vec<Checked> {
-        let mut outcomes: Vec<Outcome> = files
+        let mut outcomes: Vec<Held> = files
             .iter()
             .map(|&file| self.linted[file].outcome.clone())
             .collect();
@@ -518,7 +608,7 @@ impl Session {
             .into_iter()
             .zip(files)
             .map(|(outcome, &file)| Checked {
-                outcome,
+                outcome: outcome.outcome(&self.targets[file], self.linted[file].hash, overrides),
                 warning: self.linted[file].warning.clone(),
             })
             .collect()
@@ -836,7 +926,7 @@ fn read(target: &LintTarget, overrides: &Overrides) -> Read {
     std::fs::read(&target.path).map_err(|error| {
         let message = describe_io_error(&target.path, &error);
         Box::new(Linted {
-            outcome: Outcome::Failed(FileError::new(&target.path, message)),
+            outcome: Held::Done(Outcome::Failed(FileError::new(&target.path, message))),
             hash: None,
             called: None,
             warning: None,
@@ -890,23 +980,11 @@ fn lint_in_project(
         _ => None,
     };
     if let Some(cached) = cached {
-        let outcome = if cached.diagnostics.is_empty() {
-            Outcome::Clean
-        } else {
-            match read_source(&target.path, bytes) {
-                Ok(Some(source)) => Outcome::Linted {
-                    file: FileDiagnostics {
-                        source: Arc::new(source),
-                        diagnostics: cached.diagnostics,
-                    },
-                    internal_errors: Vec::new(),
-                },
-                Ok(None) => Outcome::Clean,
-                Err(error) => Outcome::Failed(error),
-            }
-        };
         let linted = Linted {
-            outcome,
+            outcome: Held::Findings {
+                diagnostics: cached.diagnostics,
+                internal_errors: Vec::new(),
+            },
             hash: Some(hash),
             called: None,
             warning,
@@ -954,7 +1032,7 @@ fn lint_in_project(
         }
     }
     let linted = Linted {
-        outcome,
+        outcome: Held::of(outcome),
         hash: Some(hash),
         called,
         warning,
@@ -1062,35 +1140,26 @@ struct ProjectFacts<'a> {
 
 /// Keeps a finding on a line that keeps a parameter (`self.sum += val`) only if some call in
 /// the run passes a graph-carrying tensor for it.
-fn keep_findings_with_graph_arguments(outcomes: &mut [Outcome], calls: &[GraphCall]) {
-    for outcome in outcomes.iter_mut() {
-        if let Outcome::Linted { file, .. } = outcome {
-            linter::keep_graph_argument_findings(&mut file.diagnostics, calls);
-        }
+fn keep_findings_with_graph_arguments(outcomes: &mut [Held], calls: &[GraphCall]) {
+    for diagnostics in outcomes.iter_mut().filter_map(Held::diagnostics_mut) {
+        linter::keep_graph_argument_findings(diagnostics, calls);
     }
 }
 
 /// Drops the findings that rest on some file of the run naming an accelerator
 /// (`Assumption::RunNamesAccelerator`): none does.
-fn drop_findings_on_the_runs_device(outcomes: &mut [Outcome]) {
-    for outcome in outcomes.iter_mut() {
-        if let Outcome::Linted { file, .. } = outcome {
-            file.diagnostics
-                .retain(|d| !matches!(d.assumption, Some(Assumption::RunNamesAccelerator)));
-        }
+fn drop_findings_on_the_runs_device(outcomes: &mut [Held]) {
+    for diagnostics in outcomes.iter_mut().filter_map(Held::diagnostics_mut) {
+        diagnostics.retain(|d| !matches!(d.assumption, Some(Assumption::RunNamesAccelerator)));
     }
 }
 
 /// The second pass: drops the findings whose function the other files of the run only call
 /// with grad disabled (`project`).
-fn apply_project_facts(outcomes: &mut [Outcome], facts: &ProjectFacts<'_>, cache: Option<&Cache>) {
+fn apply_project_facts(outcomes: &mut [Held], facts: &ProjectFacts<'_>, cache: Option<&Cache>) {
     let assumptions: Vec<Assumption> = outcomes
         .iter()
-        .filter_map(|outcome| match outcome {
-            Outcome::Linted { file, .. } => Some(file.diagnostics.iter()),
-            _ => None,
-        })
-        .flatten()
+        .flat_map(Held::diagnostics)
         .filter_map(|diagnostic| diagnostic.assumption.clone())
         .filter(|assumption| matches!(assumption, Assumption::EnteredWithGrad { .. }))
         .collect();
@@ -1129,16 +1198,11 @@ fn apply_project_facts(outcomes: &mut [Outcome], facts: &ProjectFacts<'_>, cache
     if no_grad.is_empty() {
         return;
     }
-    for outcome in outcomes.iter_mut() {
-        if let Outcome::Linted { file, .. } = outcome {
-            file.diagnostics
-                .retain(|diagnostic| match &diagnostic.assumption {
-                    Some(Assumption::EnteredWithGrad { function, .. }) => {
-                        !no_grad.contains(function)
-                    }
-                    _ => true,
-                });
-        }
+    for diagnostics in outcomes.iter_mut().filter_map(Held::diagnostics_mut) {
+        diagnostics.retain(|diagnostic| match &diagnostic.assumption {
+            Some(Assumption::EnteredWithGrad { function, .. }) => !no_grad.contains(function),
+            _ => true,
+        });
     }
 }
 
