@@ -14,7 +14,7 @@ fn every_memory_rule_on_its_example() {
     for rule in registry.iter().filter(|rule| rule.pack == "memory") {
         // The first flagged example is the one under `## Example`.
         let example = rule
-            .examples
+            .examples()
             .iter()
             .find(|example| example.kind == ExampleKind::Flagged)
             .unwrap_or_else(|| panic!("{} has a flagged example", rule.code));

@@ -22,7 +22,7 @@ fn rule_table_matches_the_rule_files() {
             rule.pack,
             rule.severity.as_str(),
             if rule.enabled_by_default { "yes" } else { "no" },
-            rule.summary.replace('|', "\\|"),
+            rule.summary().replace('|', "\\|"),
         ));
     }
     let readme = read("README.md");

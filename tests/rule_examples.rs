@@ -9,6 +9,21 @@ use torchlint::rule_meta::RuleRegistry;
 use torchlint::settings::{CliOverrides, Settings};
 use torchlint::source::SourceFile;
 
+/// A built-in rule file's documentation is read only when asked for (`torchlint rule`, SARIF):
+/// whether it reads at all is checked here, as a user's rule file is when it loads.
+#[test]
+fn every_built_in_rule_file_documents_itself() {
+    let registry = RuleRegistry::load_builtin().expect("built-in rule files are valid");
+    let mut failures = Vec::new();
+    for rule in registry.iter() {
+        if let Err((offset, message)) = rule.documentation.parse() {
+            failures.push(format!("{} (byte {offset}): {message}", rule.code));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(registry.iter().count() >= 11);
+}
+
 #[test]
 fn every_rule_example_produces_exactly_its_declared_findings() {
     let registry = RuleRegistry::load_builtin().expect("built-in rule files are valid");
@@ -23,7 +38,7 @@ fn every_rule_example_produces_exactly_its_declared_findings() {
             },
         )
         .expect("selecting a known rule works");
-        for example in &rule.examples {
+        for example in rule.examples() {
             checked += 1;
             let source = SourceFile::new("example.py", example.code.clone());
             let (_, outcome) = linter::lint_source(&source, &settings).expect("examples parse");
@@ -73,17 +88,21 @@ fn every_rule_example_produces_exactly_its_declared_findings() {
 fn every_builtin_rule_documents_every_section_and_has_examples_both_ways() {
     let registry = RuleRegistry::load_builtin().expect("built-in rule files are valid");
     for rule in registry.iter() {
-        let titles: Vec<&str> = rule.sections.iter().map(|s| s.title.as_str()).collect();
+        let titles: Vec<&str> = rule.sections().iter().map(|s| s.title.as_str()).collect();
         assert_eq!(titles, torchlint::rule_meta::DOC_SECTIONS, "{}", rule.code);
         for kind in [ExampleKind::Flagged, ExampleKind::NotFlagged] {
             assert!(
-                rule.examples.iter().any(|e| e.kind == kind),
+                rule.examples().iter().any(|e| e.kind == kind),
                 "{} has no {kind:?} example",
                 rule.code
             );
         }
         for option in &rule.options {
-            let options = rule.sections.iter().find(|s| s.title == "Options").unwrap();
+            let options = rule
+                .sections()
+                .iter()
+                .find(|s| s.title == "Options")
+                .unwrap();
             assert!(
                 options.body.contains(&format!("`{}`", option.name)),
                 "{}: the Options section does not document `{}`",

@@ -101,7 +101,7 @@ fn to_json(rule: &RuleMeta) -> RuleJson<'_> {
         pack: &rule.pack,
         severity: rule.severity.as_str(),
         enabled_by_default: rule.enabled_by_default,
-        summary: &rule.summary,
+        summary: rule.summary(),
         message: &rule.message,
         help: rule.help.as_deref(),
         explanation: rule.markdown(),

@@ -85,12 +85,12 @@ fn descriptor(rule: &RuleMeta) -> ReportingDescriptor {
         .name(rule.name.clone())
         .short_description(
             MultiformatMessageString::builder()
-                .text(rule.summary.clone())
+                .text(rule.summary().to_owned())
                 .build(),
         )
         .full_description(
             MultiformatMessageString::builder()
-                .text(rule.summary.clone())
+                .text(rule.summary().to_owned())
                 .build(),
         )
         .help(

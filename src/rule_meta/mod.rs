@@ -16,6 +16,7 @@ use std::sync::Arc;
 pub use applicability::Applicability;
 use declarative::DeclarativeRule;
 pub use registry::RuleRegistry;
+use rule_file::Documentation;
 pub use severity::Severity;
 
 /// The fixed documentation layout, in order. Every built-in rule has all of them.
@@ -44,11 +45,9 @@ pub struct RuleMeta {
     /// The finding's message; declarative rules may use `{capture}` placeholders.
     pub message: String,
     pub help: Option<String>,
-    /// First sentence of "What it does", for one-line listings and SARIF.
-    pub summary: String,
-    /// The documentation sections, in the fixed order, with example markers removed.
-    pub sections: Vec<DocSection>,
-    pub examples: Vec<Example>,
+    /// The documentation, read when asked for: [`RuleMeta::summary`], [`RuleMeta::sections`],
+    /// [`RuleMeta::examples`].
+    pub documentation: Documentation,
     pub options: Vec<RuleOption>,
     pub implementation: Implementation,
     pub origin: Origin,
@@ -176,7 +175,7 @@ impl RuleMeta {
                 "not enabled by default (opt in with `--extend-select`)"
             }
         ));
-        for section in &self.sections {
+        for section in self.sections() {
             out.push_str(&format!(
                 "\n## {}\n\n{}\n",
                 section.title,
@@ -184,6 +183,20 @@ impl RuleMeta {
             ));
         }
         out
+    }
+
+    /// First sentence of "What it does", for one-line listings and SARIF.
+    pub fn summary(&self) -> &str {
+        &self.documentation.docs().summary
+    }
+
+    /// The documentation sections, in the fixed order, with example markers removed.
+    pub fn sections(&self) -> &[DocSection] {
+        &self.documentation.docs().sections
+    }
+
+    pub fn examples(&self) -> &[Example] {
+        &self.documentation.docs().examples
     }
 
     pub fn option(&self, name: &str) -> Option<&RuleOption> {

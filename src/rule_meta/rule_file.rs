@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, LazyLock, OnceLock};
 
 use pulldown_cmark::{CodeBlockKind, Event, HeadingLevel, Parser, Tag, TagEnd};
 use regex::Regex;
@@ -60,7 +60,7 @@ pub fn parse_rule_file(origin: Origin, text: &str) -> Result<RuleMeta, FileError
         message,
     };
 
-    let (front, front_offset, body, body_offset) = split_front_matter(text).ok_or_else(|| {
+    let (front, front_offset, _, body_offset) = split_front_matter(text).ok_or_else(|| {
         error(
             Some(0),
             "a rule file starts with TOML front matter between two `+++` lines".to_owned(),
@@ -183,32 +183,20 @@ pub fn parse_rule_file(origin: Origin, text: &str) -> Result<RuleMeta, FileError
         });
     }
 
-    let docs = parse_docs(body, &code)
-        .map_err(|(offset, message)| error(Some(body_offset + offset), message))?;
-    let summary = docs
-        .sections
-        .first()
-        .filter(|section| section.title == DOC_SECTIONS[0])
-        .map(|section| first_sentence(&section.body))
-        .unwrap_or_else(|| raw.message.clone());
-
-    // The examples come in the order of the file: one count of lines from each to the next,
-    // not one from the start of the file for each (a rule file holds dozens).
-    let (mut line, mut counted) = (1, 0);
-    let examples = docs
-        .examples
-        .into_iter()
-        .map(|mut example| {
-            let offset = (body_offset + example.file_line).min(text.len());
-            if offset < counted {
-                (line, counted) = (1, 0);
-            }
-            line += memchr::memchr_iter(b'\n', &text.as_bytes()[counted..offset]).count();
-            counted = offset;
-            example.file_line = line;
-            example
-        })
-        .collect();
+    let documentation = Documentation {
+        text: text.into(),
+        body_offset,
+        code: code.clone(),
+        message: raw.message.clone(),
+        parsed: OnceLock::new(),
+    };
+    // A user's rule file is checked whole as it loads, so that a bad example is an error at
+    // its line; the built-in files are checked by the tests, and parsed when read.
+    if !matches!(origin, Origin::Builtin { .. }) {
+        documentation
+            .parse()
+            .map_err(|(offset, message)| error(Some(offset), message))?;
+    }
 
     Ok(RuleMeta {
         code,
@@ -218,19 +206,79 @@ pub fn parse_rule_file(origin: Origin, text: &str) -> Result<RuleMeta, FileError
         enabled_by_default: raw.enabled_by_default,
         message: raw.message,
         help: raw.help,
-        summary,
-        sections: docs.sections,
-        examples,
+        documentation,
         options,
         implementation,
         origin,
     })
 }
 
-struct Docs {
-    sections: Vec<DocSection>,
-    /// `file_line` holds the byte offset of the fence in the body until the caller maps it.
-    examples: Vec<Example>,
+/// A rule file's documentation, parsed the first time something reads it (`torchlint rule`,
+/// SARIF, the tests): a lint reads none of it, and parsing the built-in rules' Markdown was
+/// half of what linting a one-line file cost.
+#[derive(Debug)]
+pub struct Documentation {
+    /// The whole rule file: the examples' lines count from its start.
+    text: Box<str>,
+    body_offset: usize,
+    code: String,
+    /// What stands in for the summary without a "What it does" section.
+    message: String,
+    parsed: OnceLock<Docs>,
+}
+
+impl Documentation {
+    /// The sections, examples and summary, or where in the file (a byte offset) and why they
+    /// cannot be read.
+    pub fn parse(&self) -> Result<&Docs, (usize, String)> {
+        if let Some(docs) = self.parsed.get() {
+            return Ok(docs);
+        }
+        let body = &self.text[self.body_offset..];
+        let mut docs = parse_docs(body, &self.code)
+            .map_err(|(offset, message)| (self.body_offset + offset, message))?;
+        docs.summary = docs
+            .sections
+            .first()
+            .filter(|section| section.title == DOC_SECTIONS[0])
+            .map(|section| first_sentence(&section.body))
+            .unwrap_or_else(|| self.message.clone());
+        // The examples come in the order of the file: one count of lines from each to the
+        // next, not one from the start of the file for each (a rule file holds dozens).
+        let (mut line, mut counted) = (1, 0);
+        for example in &mut docs.examples {
+            let offset = (self.body_offset + example.file_line).min(self.text.len());
+            if offset < counted {
+                (line, counted) = (1, 0);
+            }
+            line += memchr::memchr_iter(b'\n', &self.text.as_bytes()[counted..offset]).count();
+            counted = offset;
+            example.file_line = line;
+        }
+        Ok(self.parsed.get_or_init(|| docs))
+    }
+
+    /// The documentation as parsed; a file that cannot be read (a built-in one, which the
+    /// tests check) documents nothing beyond its message.
+    pub fn docs(&self) -> &Docs {
+        match self.parse() {
+            Ok(docs) => docs,
+            Err(_) => self.parsed.get_or_init(|| Docs {
+                summary: self.message.clone(),
+                ..Docs::default()
+            }),
+        }
+    }
+}
+
+/// What a rule file documents.
+#[derive(Debug, Default)]
+pub struct Docs {
+    /// First sentence of "What it does", for one-line listings and SARIF.
+    pub summary: String,
+    /// The documentation sections, in the fixed order, with example markers removed.
+    pub sections: Vec<DocSection>,
+    pub examples: Vec<Example>,
 }
 
 /// Splits `+++\n<toml>\n+++\n<markdown>`; returns the parts and their byte offsets.
@@ -353,7 +401,11 @@ fn parse_docs(body: &str, code: &str) -> Result<Docs, (usize, String)> {
             body: strip_example_markers(&body[*body_start..end]),
         });
     }
-    Ok(Docs { sections, examples })
+    Ok(Docs {
+        summary: String::new(),
+        sections,
+        examples,
+    })
 }
 
 fn example_from_block(
@@ -499,12 +551,12 @@ print(1)  # expect: ACME001
     fn parses_a_user_rule() {
         let rule = parse_rule_file(user("packs/acme/no-print.md"), GOOD).unwrap();
         assert_eq!(rule.code, "ACME001");
-        assert_eq!(rule.summary, "Flags `print`.");
-        assert_eq!(rule.examples.len(), 1);
-        assert_eq!(rule.examples[0].expected_lines, vec![1]);
-        assert_eq!(rule.examples[0].code, "print(1)\n");
-        assert_eq!(rule.examples[0].file_line, 17);
-        assert!(!rule.sections[0].body.contains("expect"));
+        assert_eq!(rule.summary(), "Flags `print`.");
+        assert_eq!(rule.examples().len(), 1);
+        assert_eq!(rule.examples()[0].expected_lines, vec![1]);
+        assert_eq!(rule.examples()[0].code, "print(1)\n");
+        assert_eq!(rule.examples()[0].file_line, 17);
+        assert!(!rule.sections()[0].body.contains("expect"));
     }
 
     #[test]
