@@ -374,10 +374,13 @@ pub struct Session {
     /// The questions each file's findings rest on.
     asked: Vec<Asked>,
     /// How many times files were linted again, and the last of those times each file was (0:
-    /// only in the first pass), which is when its summary was replaced too. A file whose
-    /// answers read a summary replaced since it was linted is asked its questions again.
+    /// only in the first pass).
     rounds: u32,
     relinted_in: Vec<u32>,
+    /// The last round each file's summary changed in (0: never since the first pass). A file
+    /// whose answers read a summary changed since it was linted is asked its questions again;
+    /// a file linted again to the summary it had (most edits in the editor) changes none.
+    resummarised_in: Vec<u32>,
     /// Some file's summary is not the one the cache held: the cached answers of the others
     /// are asked again. (With every file from the cache, or linted again to the summary it
     /// had, nothing they rest on changed.)
@@ -471,6 +474,7 @@ impl Session {
             .map(|(index, target)| (target.path.clone(), index))
             .collect();
         let relinted_in = vec![0; targets.len()];
+        let resummarised_in = vec![0; targets.len()];
         let resummarised = asked.iter().any(|asked| asked.resummarised);
         let mut session = Session {
             targets,
@@ -482,6 +486,7 @@ impl Session {
             asked,
             rounds: 0,
             relinted_in,
+            resummarised_in,
             resummarised,
         };
         let rechecked: Vec<Relinted> = rechecked
@@ -634,7 +639,7 @@ impl Session {
     /// Lints again the files (but those in `done`) whose questions the fact base now answers
     /// otherwise.
     fn relint_stale(&mut self, done: &[usize], overrides: &Overrides, cache: Option<&Cache>) {
-        let relinted_in = &self.relinted_in;
+        let (relinted_in, resummarised_in) = (&self.relinted_in, &self.resummarised_in);
         let stale: Vec<usize> = (0..self.targets.len())
             .into_par_iter()
             .filter(|&index| {
@@ -642,7 +647,8 @@ impl Session {
                 let linted = relinted_in[index];
                 // Replaced in the round the file was linted in counts: it may have read the
                 // summary before.
-                let since = |file: usize| relinted_in[file] > 0 && relinted_in[file] >= linted;
+                let since =
+                    |file: usize| resummarised_in[file] > 0 && resummarised_in[file] >= linted;
                 !done.contains(&index)
                     && (!asked.cached || self.resummarised)
                     && asked.reads.may_change(since)
@@ -679,8 +685,11 @@ impl Session {
         }
         self.rounds += 1;
         for (index, linted, summary, asked) in relinted {
-            self.resummarised |= self.facts.summary(index) != Some(&summary);
-            self.facts.replace_summary(index, Arc::new(summary));
+            if self.facts.summary(index) != Some(&summary) {
+                self.resummarised = true;
+                self.resummarised_in[index] = self.rounds;
+                self.facts.replace_summary(index, Arc::new(summary));
+            }
             self.linted[index] = linted;
             self.asked[index] = asked;
             self.relinted_in[index] = self.rounds;
