@@ -1049,6 +1049,8 @@ fn lint_in_project(
     };
     let resummarised =
         cache.and_then(|cache| cache.summary_before(&target.path)) != Some(&extra.summary);
+    // Kept to the end of the run, for every file: without the room the pushes left.
+    extra.questions.shrink_to_fit();
     let asked = Asked {
         questions: extra.questions,
         reads,
