@@ -2,7 +2,7 @@
 //! `frameworks.toml`, which library calls return models, which base classes make one, plus a
 //! config's additions) with its patterns compiled, and what a name it matches means as a fact.
 
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 
 use std::sync::Arc;
 
@@ -15,20 +15,20 @@ use crate::settings::frameworks::{Table, compile, method_patterns, parse_hook};
 
 /// The table with its patterns compiled.
 pub struct Frameworks {
-    model_factories: GlobSet,
-    weight_loaders: GlobSet,
-    tensor_functions: GlobSet,
+    model_factories: Patterns,
+    weight_loaders: Patterns,
+    tensor_functions: Patterns,
     /// The first dotted parts of the `tensor_functions` patterns.
     tensor_function_heads: Vec<String>,
-    not_models: GlobSet,
-    module_bases: GlobSet,
-    device_loaders: GlobSet,
-    device_placers: GlobSet,
+    not_models: Patterns,
+    module_bases: Patterns,
+    device_loaders: Patterns,
+    device_placers: Patterns,
     /// The method names `device_placers` allow: asked before the receiver's class is resolved.
-    device_placer_methods: GlobSet,
-    no_grad_hooks: GlobSet,
+    device_placer_methods: Patterns,
+    no_grad_hooks: Patterns,
     /// The method names `no_grad_hooks` allow.
-    no_grad_hook_methods: GlobSet,
+    no_grad_hook_methods: Patterns,
     /// Plain names, not patterns: the model's walk looks them up among the calls it recorded
     /// by name.
     backward_methods: Vec<String>,
@@ -48,25 +48,26 @@ struct PerBatchHook {
 }
 
 impl Frameworks {
-    /// The table compiled. `Table::check` compiles the same lists in the same order, so a
-    /// table the settings accepted compiles here.
+    /// The table, each list compiled when first matched. `Table::check` compiles the same
+    /// lists (the settings check a config's table with it), so a table they accepted compiles;
+    /// an entry of `per-batch-hooks` that does not read is an error here too.
     pub fn from_table(table: &Table) -> Result<Self, String> {
         Ok(Frameworks {
-            model_factories: compile(&table.model_factories)?,
-            weight_loaders: compile(&table.weight_loaders)?,
-            tensor_functions: compile(&table.tensor_functions)?,
+            model_factories: Patterns::new(&table.model_factories, compile),
+            weight_loaders: Patterns::new(&table.weight_loaders, compile),
+            tensor_functions: Patterns::new(&table.tensor_functions, compile),
             tensor_function_heads: table
                 .tensor_functions
                 .iter()
                 .map(|p| p.split('.').next().unwrap_or(p).to_owned())
                 .collect(),
-            not_models: compile(&table.not_models)?,
-            module_bases: compile(&table.module_bases)?,
-            device_loaders: compile(&table.device_loaders)?,
-            device_placers: compile(&table.device_placers)?,
-            device_placer_methods: method_patterns(&table.device_placers)?,
-            no_grad_hooks: compile(&table.no_grad_hooks)?,
-            no_grad_hook_methods: method_patterns(&table.no_grad_hooks)?,
+            not_models: Patterns::new(&table.not_models, compile),
+            module_bases: Patterns::new(&table.module_bases, compile),
+            device_loaders: Patterns::new(&table.device_loaders, compile),
+            device_placers: Patterns::new(&table.device_placers, compile),
+            device_placer_methods: Patterns::new(&table.device_placers, method_patterns),
+            no_grad_hooks: Patterns::new(&table.no_grad_hooks, compile),
+            no_grad_hook_methods: Patterns::new(&table.no_grad_hooks, method_patterns),
             backward_methods: table.backward_methods.clone(),
             gathering_methods: table.gathering_methods.clone(),
             per_batch_hooks: table
@@ -94,6 +95,32 @@ impl Frameworks {
 
     fn makes_model(&self, qualified: &str) -> bool {
         self.model_factories.is_match(qualified) && !self.not_models.is_match(qualified)
+    }
+}
+
+/// A list's patterns, compiled into one set the first time a name is matched against them: a
+/// file asks few of the lists, and compiling all of them up front was most of what linting a
+/// one-line file cost. The patterns were checked where the table was read (`Table::check`: the
+/// settings check a config's, a test the built-in ones).
+struct Patterns {
+    patterns: Vec<String>,
+    compile: fn(&[String]) -> Result<GlobSet, String>,
+    set: OnceLock<GlobSet>,
+}
+
+impl Patterns {
+    fn new(patterns: &[String], compile: fn(&[String]) -> Result<GlobSet, String>) -> Patterns {
+        Patterns {
+            patterns: patterns.to_vec(),
+            compile,
+            set: OnceLock::new(),
+        }
+    }
+
+    fn is_match(&self, name: impl AsRef<std::path::Path>) -> bool {
+        self.set
+            .get_or_init(|| (self.compile)(&self.patterns).unwrap_or_else(|_| GlobSet::empty()))
+            .is_match(name)
     }
 }
 
@@ -359,14 +386,12 @@ mod tests {
             ..Table::default()
         };
         let bad = Table::builtin().extended(&bad);
-        let Err(error) = Frameworks::from_table(&bad) else {
-            panic!("an unclosed class is not a pattern");
-        };
+        let error = bad.check().unwrap_err();
         assert!(error.contains("acme.["), "{error}");
         assert_eq!(
-            bad.check(),
-            Err(error),
-            "settings check as the table compiles"
+            Table::builtin().check(),
+            Ok(()),
+            "frameworks.toml's patterns compile"
         );
     }
 }
