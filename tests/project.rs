@@ -247,6 +247,21 @@ fn a_model_kept_by_a_wrapper_class_of_another_file_runs_on_its_device() {
     );
 }
 
+/// Makes `lists` (TOML under `[tool.torchlint.frameworks]`) the project's config.
+fn configure_frameworks(project: &Project, lists: &str) {
+    project.write(
+        "pyproject.toml",
+        format!("[tool.torchlint.frameworks]\n{lists}"),
+    );
+}
+
+/// Runs a check that must stop on the project's config (exit 2); what it printed.
+fn config_error(project: &Project) -> String {
+    let run = project.run(&["check", "--output-format", "concise"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    run.stderr
+}
+
 fn findings(project: &Project, select: &str, args: &[&str]) -> Vec<String> {
     let mut all = vec!["check", "--output-format", "concise", "--select", select];
     all.extend_from_slice(args);
@@ -402,10 +417,7 @@ fn the_config_extends_the_framework_table_with_an_in_house_factory() {
     project.write("train.py", IN_HOUSE_FACTORY);
     // Nothing says what `build_backbone` returns.
     assert_eq!(findings(&project, "TL101", &[]), Vec::<String>::new());
-    project.write(
-        "pyproject.toml",
-        "[tool.torchlint.frameworks]\nmodel-factories = [\"acme.zoo.build_*\"]\n",
-    );
+    configure_frameworks(&project, "model-factories = [\"acme.zoo.build_*\"]\n");
     assert_eq!(findings(&project, "TL101", &[]), ["train.py:8:18: TL101"]);
 }
 
@@ -429,10 +441,7 @@ fn the_config_names_an_in_house_engine_that_places_loaders_on_the_device() {
     project.write("eval.py", IN_HOUSE_ENGINE);
     // Batches of a plain loader are on the CPU.
     assert_eq!(findings(&project, "TL104", &[]), Vec::<String>::new());
-    project.write(
-        "pyproject.toml",
-        "[tool.torchlint.frameworks]\ndevice-placers = [\"acme.dist.Engine.place\"]\n",
-    );
+    configure_frameworks(&project, "device-placers = [\"acme.dist.Engine.place\"]\n");
     assert_eq!(findings(&project, "TL104", &[]), ["eval.py:10:9: TL104"]);
 }
 
@@ -455,9 +464,9 @@ fn the_config_names_a_method_an_in_house_trainer_runs_without_grad() {
     let project = Project::new();
     project.write("task.py", IN_HOUSE_HOOK);
     assert_eq!(findings(&project, "TL101", &[]), ["task.py:11:17: TL101"]);
-    project.write(
-        "pyproject.toml",
-        "[tool.torchlint.frameworks]\nno-grad-hooks = [\"acme.train.Task.score_batch\"]\n",
+    configure_frameworks(
+        &project,
+        "no-grad-hooks = [\"acme.train.Task.score_batch\"]\n",
     );
     assert_eq!(findings(&project, "TL101", &[]), Vec::<String>::new());
 }
@@ -483,25 +492,21 @@ fn the_config_names_the_backward_of_an_in_house_engine() {
         findings(&project, "TL101", &[]),
         ["evaluate.py:5:15: TL101"]
     );
-    project.write(
-        "pyproject.toml",
-        "[tool.torchlint.frameworks]\nbackward-methods = [\"backprop\"]\n",
-    );
+    configure_frameworks(&project, "backward-methods = [\"backprop\"]\n");
     assert_eq!(findings(&project, "TL101", &[]), Vec::<String>::new());
     // A receiver or a pattern is an error at the entry.
-    project.write(
-        "pyproject.toml",
-        "[tool.torchlint.frameworks]\nbackward-methods = [\n  \"engine.backprop\",\n]\n",
+    configure_frameworks(
+        &project,
+        "backward-methods = [\n  \"engine.backprop\",\n]\n",
     );
-    let run = project.run(&["check", "--output-format", "concise"]);
-    assert_eq!(run.code, 2, "{run:?}");
+    let stderr = config_error(&project);
     assert!(
-        run.stderr.contains("pyproject.toml:3:")
-            && run.stderr.contains(
+        stderr.contains("pyproject.toml:3:")
+            && stderr.contains(
                 "`engine.backprop` in `frameworks.backward-methods` is not a method name"
             ),
         "{}",
-        run.stderr
+        stderr
     );
 }
 
@@ -526,24 +531,20 @@ fn the_config_names_the_per_batch_hooks_of_an_in_house_framework() {
     let project = Project::new();
     project.write("probe.py", IN_HOUSE_BATCH_HOOK);
     assert_eq!(findings(&project, "TL104", &[]), Vec::<String>::new());
-    project.write(
-        "pyproject.toml",
-        "[tool.torchlint.frameworks]\nper-batch-hooks = [\"on_batch(batch)\"]\n",
-    );
+    configure_frameworks(&project, "per-batch-hooks = [\"on_batch(batch)\"]\n");
     assert_eq!(findings(&project, "TL104", &[]), ["probe.py:11:9: TL104"]);
     // An entry that is not `name` or `name(parameter, ...)` is an error at its line.
-    project.write(
-        "pyproject.toml",
-        "[tool.torchlint.frameworks]\nper-batch-hooks = [\n  \"Runner.on_batch(batch\",\n]\n",
+    configure_frameworks(
+        &project,
+        "per-batch-hooks = [\n  \"Runner.on_batch(batch\",\n]\n",
     );
-    let run = project.run(&["check", "--output-format", "concise"]);
-    assert_eq!(run.code, 2, "{run:?}");
+    let stderr = config_error(&project);
     assert!(
-        run.stderr.contains("pyproject.toml:3:")
-            && run.stderr.contains("`Runner.on_batch(batch`")
-            && run.stderr.contains("frameworks.per-batch-hooks"),
+        stderr.contains("pyproject.toml:3:")
+            && stderr.contains("`Runner.on_batch(batch`")
+            && stderr.contains("frameworks.per-batch-hooks"),
         "{}",
-        run.stderr
+        stderr
     );
 }
 
@@ -574,9 +575,9 @@ fn the_config_names_a_per_batch_hook_by_the_base_class_of_an_in_house_framework(
     let project = Project::new();
     project.write("metrics.py", IN_HOUSE_METER);
     assert_eq!(findings(&project, "TL104", &[]), Vec::<String>::new());
-    project.write(
-        "pyproject.toml",
-        "[tool.torchlint.frameworks]\nper-batch-hooks = [\"acme.metrics.Meter.add(*)\"]\n",
+    configure_frameworks(
+        &project,
+        "per-batch-hooks = [\"acme.metrics.Meter.add(*)\"]\n",
     );
     assert_eq!(findings(&project, "TL104", &[]), ["metrics.py:9:9: TL104"]);
 }
@@ -601,25 +602,17 @@ fn the_config_names_the_gathering_methods_of_an_in_house_framework() {
     let project = Project::new();
     project.write("evaluate.py", IN_HOUSE_GATHER);
     assert_eq!(findings(&project, "TL104", &[]), Vec::<String>::new());
-    project.write(
-        "pyproject.toml",
-        "[tool.torchlint.frameworks]\ngathering-methods = [\"collect\"]\n",
-    );
+    configure_frameworks(&project, "gathering-methods = [\"collect\"]\n");
     assert_eq!(findings(&project, "TL104", &[]), ["evaluate.py:9:9: TL104"]);
     // A receiver or a pattern is an error at its line, naming the list.
-    project.write(
-        "pyproject.toml",
-        "[tool.torchlint.frameworks]\ngathering-methods = [\n  \"comm.collect\",\n]\n",
-    );
-    let run = project.run(&["check", "--output-format", "concise"]);
-    assert_eq!(run.code, 2, "{run:?}");
+    configure_frameworks(&project, "gathering-methods = [\n  \"comm.collect\",\n]\n");
+    let stderr = config_error(&project);
     assert!(
-        run.stderr.contains("pyproject.toml:3:")
-            && run
-                .stderr
+        stderr.contains("pyproject.toml:3:")
+            && stderr
                 .contains("`comm.collect` in `frameworks.gathering-methods` is not a method name"),
         "{}",
-        run.stderr
+        stderr
     );
 }
 
@@ -627,31 +620,20 @@ fn the_config_names_the_gathering_methods_of_an_in_house_framework() {
 fn a_bad_framework_entry_is_an_error_at_its_line() {
     let project = Project::new();
     project.write("train.py", IN_HOUSE_FACTORY);
-    project.write(
-        "pyproject.toml",
-        "[tool.torchlint.frameworks]\nmodel-factories = [\n  \"acme.zoo.[build\",\n]\n",
-    );
-    let run = project.run(&["check", "--output-format", "concise"]);
-    assert_eq!(run.code, 2, "{run:?}");
+    configure_frameworks(&project, "model-factories = [\n  \"acme.zoo.[build\",\n]\n");
+    let stderr = config_error(&project);
     assert!(
-        run.stderr.contains("pyproject.toml:3:")
-            && run
-                .stderr
-                .contains("`acme.zoo.[build` in `frameworks.model-factories`"),
+        stderr.contains("pyproject.toml:3:")
+            && stderr.contains("`acme.zoo.[build` in `frameworks.model-factories`"),
         "{}",
-        run.stderr
+        stderr
     );
-    project.write(
-        "pyproject.toml",
-        "[tool.torchlint.frameworks]\nmodel-factory = [\"acme.zoo.build_*\"]\n",
-    );
-    let run = project.run(&["check", "--output-format", "concise"]);
-    assert_eq!(run.code, 2, "{run:?}");
+    configure_frameworks(&project, "model-factory = [\"acme.zoo.build_*\"]\n");
+    let stderr = config_error(&project);
     assert!(
-        run.stderr
-            .contains("unknown key `model-factory` in `frameworks`"),
+        stderr.contains("unknown key `model-factory` in `frameworks`"),
         "{}",
-        run.stderr
+        stderr
     );
 }
 

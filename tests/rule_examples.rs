@@ -16,7 +16,7 @@ fn every_built_in_rule_file_documents_itself() {
     let registry = RuleRegistry::load_builtin().expect("built-in rule files are valid");
     let mut failures = Vec::new();
     for rule in registry.iter() {
-        if let Err((offset, message)) = rule.documentation.parse() {
+        if let Err((offset, message)) = rule.parse_documentation() {
             failures.push(format!("{} (byte {offset}): {message}", rule.code));
         }
     }

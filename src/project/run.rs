@@ -185,9 +185,13 @@ pub fn lint_alone(name: &Path, bytes: &[u8], settings: &Settings, parse_only: bo
 
 /// Only reads and parses the targets (`--parse-only`).
 pub fn parse_targets(targets: &[LintTarget]) -> Vec<Outcome> {
-    parse_all(targets)
-        .into_iter()
-        .map(|linted| linted.outcome.into_outcome())
+    let overrides = Overrides::new();
+    targets
+        .par_iter()
+        .map(|target| match read(target, &overrides) {
+            Ok(bytes) => lint_bytes(&target.path, &bytes, &target.settings, true, None).0,
+            Err(linted) => linted.outcome.into_outcome(),
+        })
         .collect()
 }
 
@@ -331,35 +335,13 @@ impl Held {
         }
     }
 
-    /// An outcome held whole (a file not linted: parsed only, or failed).
+    /// An outcome held whole (what reading a file that could not be read came to).
     fn into_outcome(self) -> Outcome {
         match self {
             Held::Done(outcome) => outcome,
             Held::Findings { .. } => unreachable!("findings are reported through Held::outcome"),
         }
     }
-}
-
-/// Only reads and parses the targets.
-fn parse_all(targets: &[LintTarget]) -> Vec<Linted> {
-    let overrides = Overrides::new();
-    targets
-        .par_iter()
-        .map(|target| match read(target, &overrides) {
-            Ok(bytes) => {
-                let (outcome, called) =
-                    lint_bytes(&target.path, &bytes, &target.settings, true, None);
-                Linted {
-                    outcome: Held::of(outcome),
-                    hash: None,
-                    called,
-                    warning: None,
-                    graph_calls: Vec::new(),
-                }
-            }
-            Err(linted) => *linted,
-        })
-        .collect()
 }
 
 /// A project's first pass, kept: a change to some of its files lints only them again, and the

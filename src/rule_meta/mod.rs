@@ -16,7 +16,7 @@ use std::sync::Arc;
 pub use applicability::Applicability;
 use declarative::DeclarativeRule;
 pub use registry::RuleRegistry;
-use rule_file::Documentation;
+use rule_file::{Docs, Documentation};
 pub use severity::Severity;
 
 /// The fixed documentation layout, in order. Every built-in rule has all of them.
@@ -47,7 +47,7 @@ pub struct RuleMeta {
     pub help: Option<String>,
     /// The documentation, read when asked for: [`RuleMeta::summary`], [`RuleMeta::sections`],
     /// [`RuleMeta::examples`].
-    pub documentation: Documentation,
+    pub(crate) documentation: Documentation,
     pub options: Vec<RuleOption>,
     pub implementation: Implementation,
     pub origin: Origin,
@@ -185,18 +185,27 @@ impl RuleMeta {
         out
     }
 
+    /// The documentation, or where in the rule file (a byte offset) and why it cannot be read.
+    pub fn parse_documentation(&self) -> Result<&Docs, (usize, String)> {
+        self.documentation.parse(&self.code, &self.message)
+    }
+
+    fn docs(&self) -> &Docs {
+        self.documentation.docs(&self.code, &self.message)
+    }
+
     /// First sentence of "What it does", for one-line listings and SARIF.
     pub fn summary(&self) -> &str {
-        &self.documentation.docs().summary
+        &self.docs().summary
     }
 
     /// The documentation sections, in the fixed order, with example markers removed.
     pub fn sections(&self) -> &[DocSection] {
-        &self.documentation.docs().sections
+        &self.docs().sections
     }
 
     pub fn examples(&self) -> &[Example] {
-        &self.documentation.docs().examples
+        &self.docs().examples
     }
 
     pub fn option(&self, name: &str) -> Option<&RuleOption> {

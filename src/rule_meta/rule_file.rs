@@ -186,15 +186,13 @@ pub fn parse_rule_file(origin: Origin, text: &str) -> Result<RuleMeta, FileError
     let documentation = Documentation {
         text: text.into(),
         body_offset,
-        code: code.clone(),
-        message: raw.message.clone(),
         parsed: OnceLock::new(),
     };
     // A user's rule file is checked whole as it loads, so that a bad example is an error at
     // its line; the built-in files are checked by the tests, and parsed when read.
     if !matches!(origin, Origin::Builtin { .. }) {
         documentation
-            .parse()
+            .parse(&code, &raw.message)
             .map_err(|(offset, message)| error(Some(offset), message))?;
     }
 
@@ -221,28 +219,26 @@ pub struct Documentation {
     /// The whole rule file: the examples' lines count from its start.
     text: Box<str>,
     body_offset: usize,
-    code: String,
-    /// What stands in for the summary without a "What it does" section.
-    message: String,
     parsed: OnceLock<Docs>,
 }
 
 impl Documentation {
-    /// The sections, examples and summary, or where in the file (a byte offset) and why they
-    /// cannot be read.
-    pub fn parse(&self) -> Result<&Docs, (usize, String)> {
+    /// The sections, examples and summary of rule `code` (whose `message` stands in for the
+    /// summary without a "What it does" section), or where in the file (a byte offset) and why
+    /// they cannot be read.
+    pub fn parse(&self, code: &str, message: &str) -> Result<&Docs, (usize, String)> {
         if let Some(docs) = self.parsed.get() {
             return Ok(docs);
         }
         let body = &self.text[self.body_offset..];
-        let mut docs = parse_docs(body, &self.code)
+        let mut docs = parse_docs(body, code)
             .map_err(|(offset, message)| (self.body_offset + offset, message))?;
         docs.summary = docs
             .sections
             .first()
             .filter(|section| section.title == DOC_SECTIONS[0])
             .map(|section| first_sentence(&section.body))
-            .unwrap_or_else(|| self.message.clone());
+            .unwrap_or_else(|| message.to_owned());
         // The examples come in the order of the file: one count of lines from each to the
         // next, not one from the start of the file for each (a rule file holds dozens).
         let (mut line, mut counted) = (1, 0);
@@ -260,11 +256,11 @@ impl Documentation {
 
     /// The documentation as parsed; a file that cannot be read (a built-in one, which the
     /// tests check) documents nothing beyond its message.
-    pub fn docs(&self) -> &Docs {
-        match self.parse() {
+    pub fn docs(&self, code: &str, message: &str) -> &Docs {
+        match self.parse(code, message) {
             Ok(docs) => docs,
             Err(_) => self.parsed.get_or_init(|| Docs {
-                summary: self.message.clone(),
+                summary: message.to_owned(),
                 ..Docs::default()
             }),
         }

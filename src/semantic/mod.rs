@@ -201,6 +201,11 @@ impl<'a> SemanticModel<'a> {
         self.functions.get(&node.id())
     }
 
+    /// The class `function` is a method of, if it is one.
+    pub fn method_class(&self, function: Node<'_>) -> Option<&ClassInfo<'a>> {
+        self.classes.get(self.function_facts(function)?.class?)
+    }
+
     /// Functions defined in this module with this name (any scope).
     pub fn functions_named(&self, name: &str) -> impl Iterator<Item = &FunctionFacts> {
         self.functions_by_name

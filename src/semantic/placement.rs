@@ -20,15 +20,11 @@ impl<'a> Analysis<'a> {
         {
             return true;
         }
-        let Some(class) = self
-            .model
-            .function_facts(function)
-            .and_then(|facts| facts.class)
-        else {
+        let Some(class) = self.model.method_class(function) else {
             return false;
         };
         self.model
-            .attribute_assignments_in(self.model.classes[class].node.byte_range())
+            .attribute_assignments_in(class.node.byte_range())
             .iter()
             .any(|a| a.object == "self" && names_a_device(a.attribute.trim_start_matches('_')))
     }

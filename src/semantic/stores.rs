@@ -451,14 +451,10 @@ impl<'a> Analysis<'a> {
             return false;
         };
         let list = self.text(base);
-        let Some(class) = self
-            .model
-            .function_facts(function)
-            .and_then(|facts| facts.class)
-        else {
+        let Some(class) = self.model.method_class(function) else {
             return false;
         };
-        self.joined_with_torch(list, self.model.classes[class].node.byte_range())
+        self.joined_with_torch(list, class.node.byte_range())
     }
 
     /// Whether some call in `range` passes the list `list` (or a slot of it: `list[name]`) to
