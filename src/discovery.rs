@@ -10,6 +10,7 @@ use ignore::WalkBuilder;
 
 pub use crate::error::FileError;
 use crate::settings::Settings;
+use crate::settings::config_file::CONFIG_FILE_NAMES;
 use crate::settings::resolver::Resolver;
 use crate::source::SourceKind;
 
@@ -25,6 +26,10 @@ pub struct Discovered {
     /// Sorted by path, each once.
     pub targets: Vec<LintTarget>,
     pub errors: Vec<FileError>,
+    /// What the walks' result depends on besides the files found: every folder listed, the
+    /// ignore files read in them and above the walked roots, and git's own exclude files. A
+    /// run that knows these unchanged (`cache::record`) knows the walk would find the same.
+    pub walked: Vec<PathBuf>,
 }
 
 pub fn discover(paths: &[PathBuf], resolver: &Arc<Resolver>) -> Discovered {
@@ -33,6 +38,7 @@ pub fn discover(paths: &[PathBuf], resolver: &Arc<Resolver>) -> Discovered {
     let report = |error: FileError| errors.lock().unwrap_or_else(|p| p.into_inner()).push(error);
 
     let mut linked_file_found = false;
+    let mut walked = Vec::new();
     for root in paths {
         let root = tidy(root);
         let metadata = match std::fs::metadata(&root) {
@@ -65,6 +71,7 @@ pub fn discover(paths: &[PathBuf], resolver: &Arc<Resolver>) -> Discovered {
             continue;
         }
 
+        walked.extend(ignore_files_above(&root));
         let walker = WalkBuilder::new(&root)
             .hidden(false)
             .parents(true)
@@ -90,10 +97,13 @@ pub fn discover(paths: &[PathBuf], resolver: &Arc<Resolver>) -> Discovered {
                 }
             };
             let path = entry.path();
-            let Some(kind) = SourceKind::from_path(path) else {
+            let Some(file_type) = entry.file_type() else {
                 continue;
             };
-            let Some(file_type) = entry.file_type() else {
+            if file_type.is_dir() || IGNORE_FILES.iter().any(|name| entry.file_name() == *name) {
+                walked.push(path.to_owned());
+            }
+            let Some(kind) = SourceKind::from_path(path) else {
                 continue;
             };
             if file_type.is_symlink() {
@@ -136,7 +146,43 @@ pub fn discover(paths: &[PathBuf], resolver: &Arc<Resolver>) -> Discovered {
             })
             .collect(),
         errors,
+        walked,
     }
+}
+
+/// The ignore files a walk reads inside the folders it lists (git's `info/exclude` is read
+/// from the repository's `.git`).
+const IGNORE_FILES: [&str; 2] = [".gitignore", ".ignore"];
+
+/// What a walk of `root` reads from outside it: the ignore files of the folders above it and
+/// the repository's exclude file, git's global excludes at their default places (a
+/// `core.excludesFile` set elsewhere is not watched), and where a config file or a `.git` that
+/// would change the files' settings or project could appear above it.
+fn ignore_files_above(root: &Path) -> Vec<PathBuf> {
+    let absolute = std::path::absolute(root).unwrap_or_else(|_| root.to_owned());
+    let mut files = Vec::new();
+    for folder in absolute.ancestors() {
+        files.push(folder.join(".git/info/exclude"));
+        if folder != absolute {
+            let names = IGNORE_FILES
+                .iter()
+                .chain(&CONFIG_FILE_NAMES)
+                .chain(&[".git"]);
+            files.extend(names.map(|name| folder.join(name)));
+        }
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let config = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| home.as_ref().map(|home| home.join(".config")));
+    files.extend(
+        config
+            .map(|config| config.join("git"))
+            .into_iter()
+            .flat_map(|git| [git.join("config"), git.join("ignore")]),
+    );
+    files.extend(home.map(|home| home.join(".gitconfig")));
+    files
 }
 
 fn is_excluded(resolver: &Resolver, path: &Path) -> bool {

@@ -9,6 +9,7 @@ mod common;
 
 use std::fs;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use common::{EVAL_HAZARD, Project};
 
@@ -215,11 +216,12 @@ fn concurrent_runs_leave_a_valid_cache() {
     mark_cache(&project);
     let warm = check(&project, &["."]);
     assert_eq!(warm.stdout.matches(EDITED).count(), 20, "{warm:#?}");
-    let leftovers: Vec<_> = fs::read_dir(results(&project).parent().unwrap())
+    let mut leftovers: Vec<_> = fs::read_dir(results(&project).parent().unwrap())
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();
-    assert_eq!(leftovers, ["results.postcard"]);
+    leftovers.sort();
+    assert_eq!(leftovers, ["results.postcard", "runs"]);
 }
 
 #[test]
@@ -320,4 +322,105 @@ Flags `torch.cuda.synchronize()`.
     project.write("lint-rules/no-cuda-sync.md", rule("second wording"));
     let second = check(&project, &["--select", "ACME"]);
     assert!(second.stdout.contains("second wording"), "{second:#?}");
+}
+
+/// The run records: what the last run on the same named files reported, replayed while
+/// nothing that run read has changed.
+fn records(project: &Project) -> Vec<PathBuf> {
+    let folder = results(project).with_file_name("runs");
+    let mut records: Vec<PathBuf> = fs::read_dir(folder)
+        .map(|entries| entries.map(|entry| entry.unwrap().path()).collect())
+        .unwrap_or_default();
+    records.sort();
+    records
+}
+
+/// Rewrites the recorded messages (`from` into `to`, of the same length), so that a replay
+/// shows.
+fn mark_records(project: &Project, from: &str, to: &str) {
+    let records = records(project);
+    assert!(!records.is_empty(), "a run record");
+    for record in records {
+        let bytes = fs::read(&record).unwrap();
+        fs::write(record, replace_bytes(&bytes, from, to)).unwrap();
+    }
+}
+
+/// A run does not record what it read of files changed just before it started (they may
+/// still change within the tick their stamps show): waiting out that margin lets it record.
+fn settle() {
+    std::thread::sleep(Duration::from_millis(250));
+}
+
+#[test]
+fn a_run_on_unchanged_files_replays_the_last_report() {
+    let project = Project::new();
+    project.write("eval.py", EVAL_HAZARD);
+    let cold = check(&project, &["eval.py"]);
+    assert!(records(&project).is_empty(), "files written just now");
+    settle();
+    assert_eq!(check(&project, &["eval.py"]).findings(), cold.findings());
+    mark_records(&project, REAL, EDITED);
+    let replayed = check(&project, &["eval.py"]);
+    assert!(replayed.stdout.contains(EDITED), "{replayed:#?}");
+    assert_eq!(replayed.findings(), cold.findings());
+    assert_eq!(replayed.code, 1);
+
+    // Another selection is another run; an edit to the file is a change.
+    let other = check(&project, &["eval.py", "--select", "TL102"]);
+    assert!(other.stdout.contains(REAL), "{other:#?}");
+    project.write("eval.py", format!("# edited\n{EVAL_HAZARD}"));
+    let edited = check(&project, &["eval.py"]);
+    assert!(edited.stdout.contains(REAL), "{edited:#?}");
+    assert_eq!(
+        edited.findings(),
+        ["eval.py:11:22: TL101", "eval.py:12:5: TL102"]
+    );
+}
+
+#[test]
+fn a_new_or_changed_caller_of_a_named_file_is_noticed() {
+    // `evaluate` is flagged while some caller runs it with grad on: the named file never
+    // changes, its finding follows the context (a config makes the folder a project).
+    let project = Project::new();
+    project.write("torchlint.toml", "# the project\n");
+    project.write(
+        "metrics.py",
+        "import torch\n\ndef evaluate(model, loader):\n    model.eval()\n    correct = 0\n    for x, y in loader:\n        correct += (model(x.cuda()).argmax(1) == y.cuda()).sum().item()\n    return correct\n",
+    );
+    let no_grad_caller = "import torch\nfrom metrics import evaluate\n\ndef fit(model, loader):\n    with torch.no_grad():\n        return evaluate(model, loader)\n";
+    let grad_caller = "from metrics import evaluate\n\ndef fit(model, loader):\n    return evaluate(model, loader)\n";
+    let tl101 = |project: &Project| check(project, &["--select", "TL101", "metrics.py"]);
+    let flagged = ["metrics.py:7:21: TL101"];
+    let recorded = |project: &Project, findings: &[&str]| {
+        settle();
+        assert_eq!(tl101(project).findings(), findings);
+        mark_records(project, "evaluation code", "EVALUATION CODE");
+        let replayed = tl101(project);
+        assert_eq!(replayed.findings(), findings);
+        if !findings.is_empty() {
+            assert!(replayed.stdout.contains("EVALUATION CODE"), "{replayed:#?}");
+        }
+    };
+
+    project.write("train.py", grad_caller);
+    // The first run makes the cache folder, a change to the project folder it does not record.
+    tl101(&project);
+    recorded(&project, &flagged);
+    // The caller changes.
+    project.write("train.py", no_grad_caller);
+    assert_eq!(tl101(&project).findings(), Vec::<String>::new());
+    recorded(&project, &[]);
+    // A new caller appears, in a new folder.
+    project.write(
+        "jobs/nightly.py",
+        grad_caller.replace("from metrics", "from ..metrics"),
+    );
+    let run = tl101(&project);
+    assert_eq!(run.findings(), flagged);
+    assert!(run.stdout.contains("evaluation code"), "{run:#?}");
+    recorded(&project, &flagged);
+    // It goes away again.
+    fs::remove_file(project.path().join("jobs/nightly.py")).unwrap();
+    assert_eq!(tl101(&project).findings(), Vec::<String>::new());
 }

@@ -9,6 +9,7 @@ use rustc_hash::FxHashSet as HashSet;
 
 use super::{CheckArgs, print_error, use_color};
 use crate::baseline::{self, Baseline};
+use crate::cache::record::Records;
 use crate::cache::{self, Cache};
 use crate::checker::InternalError;
 use crate::diagnostic::FileDiagnostics;
@@ -96,12 +97,26 @@ pub fn run(args: CheckArgs) -> u8 {
         if args.show_files {
             return show_files(&discovered.targets, &errors, args.output_file.as_deref());
         }
-        if !args.no_cache && !args.parse_only {
-            cache = Some(Cache::open(&cache_location(&args, &resolver)));
-        }
-        if args.parse_only {
+        let location =
+            (!args.no_cache && !args.parse_only).then(|| cache_location(&args, &resolver));
+        // The cache folder is made first, so that it appearing is no change to the project; then
+        // the clock starts: a file changed after this may have been read either way. (The
+        // config of this folder was read just before, well within the record's margin.)
+        let records = location.as_deref().and_then(|location| {
+            cache::prepare(location).ok()?;
+            Some(Records::new(location))
+        });
+        let started = std::time::SystemTime::now();
+        let replayed = records
+            .as_ref()
+            .filter(|_| errors.is_empty())
+            .and_then(|records| records.replay(&discovered.targets));
+        if let Some(replayed) = replayed {
+            outcomes = replayed;
+        } else if args.parse_only {
             outcomes = run::parse_targets(&discovered.targets);
         } else {
+            cache = location.as_deref().map(Cache::open);
             // Named files are linted with the rest of their project as context: what its
             // other files import, pass and call decides findings here (its callers disable
             // grad). Folders named on the command line bring none: they are linted whole.
@@ -118,20 +133,40 @@ pub fn run(args: CheckArgs) -> u8 {
                 })
                 .collect();
             let context = run::project_context(&files, &discovered.targets, &resolver);
-            let all: Vec<LintTarget> = discovered.targets.iter().cloned().chain(context).collect();
+            let all: Vec<LintTarget> = discovered
+                .targets
+                .iter()
+                .chain(&context.targets)
+                .cloned()
+                .collect();
             let checked = run::lint_project(
                 &all,
                 discovered.targets.len(),
                 &run::Overrides::new(),
                 cache.as_ref(),
             );
+            let mut warned = false;
             for checked in checked {
-                if let Some(warning) = checked.warning
-                    && !args.quiet
-                {
-                    eprintln!("warning: {warning}");
+                if let Some(warning) = checked.warning {
+                    warned = true;
+                    if !args.quiet {
+                        eprintln!("warning: {warning}");
+                    }
                 }
                 outcomes.push(checked.outcome);
+            }
+            if let Some(records) = &records
+                && !warned
+                && errors.is_empty()
+                && context.errors.is_empty()
+            {
+                records.record(
+                    &discovered.targets,
+                    &outcomes,
+                    &context.targets,
+                    context.walked,
+                    started,
+                );
             }
         }
         linted_paths = discovered

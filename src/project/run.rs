@@ -208,12 +208,12 @@ pub fn project_root(target: &LintTarget) -> Option<PathBuf> {
 
 /// The other files of the projects of `files` (pre-commit's staged files, `torchlint
 /// metrics.py`, the editor's open buffers), found in their [`project_root`]s: the context
-/// a run on some files of a project lints them with.
+/// a run on some files of a project lints them with, and what its walk depended on.
 pub fn project_context(
     files: &[&LintTarget],
     targets: &[LintTarget],
     resolver: &Arc<Resolver>,
-) -> Vec<LintTarget> {
+) -> discovery::Discovered {
     let mut roots: Vec<PathBuf> = Vec::new();
     for root in files.iter().filter_map(|target| project_root(target)) {
         if !roots.contains(&root) {
@@ -221,17 +221,17 @@ pub fn project_context(
         }
     }
     if roots.is_empty() {
-        return Vec::new();
+        return discovery::Discovered::default();
     }
     let named: HashSet<PathBuf> = targets
         .iter()
         .filter_map(|target| std::path::absolute(&target.path).ok())
         .collect();
-    discovery::discover(&roots, resolver)
-        .targets
-        .into_iter()
-        .filter(|target| std::path::absolute(&target.path).is_ok_and(|path| !named.contains(&path)))
-        .collect()
+    let mut context = discovery::discover(&roots, resolver);
+    context.targets.retain(|target| {
+        std::path::absolute(&target.path).is_ok_and(|path| !named.contains(&path))
+    });
+    context
 }
 
 /// The closest folder above `path` that holds a `.git`.

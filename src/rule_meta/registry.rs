@@ -22,6 +22,8 @@ pub struct RuleRegistry {
     /// A hash of the user rule files' paths and texts, as read (0 for the built-ins alone,
     /// which the torchlint version identifies).
     user_files: u128,
+    /// The user pack folders and rule files read, for whoever must notice them change.
+    user_paths: Vec<PathBuf>,
 }
 
 static BUILTIN: LazyLock<Arc<RuleRegistry>> = LazyLock::new(|| {
@@ -62,7 +64,9 @@ impl RuleRegistry {
         let mut added = Vec::new();
         let mut hasher = xxhash_rust::xxh3::Xxh3::new();
         hasher.update(&self.user_files.to_le_bytes());
+        let mut user_paths = self.user_paths.clone();
         for folder in packs {
+            user_paths.push(folder.clone());
             let entries = match fs::read_dir(folder) {
                 Ok(entries) => entries,
                 Err(error) => {
@@ -85,6 +89,7 @@ impl RuleRegistry {
                     "the rule pack folder holds no rule files (`<rule-name>.md`)",
                 ));
             }
+            user_paths.extend(files.iter().cloned());
             for file in files {
                 match read_user_rule(&file, &mut hasher) {
                     Ok(rule) if rule.code.starts_with("TL") => errors.push(FileError::new(
@@ -101,6 +106,7 @@ impl RuleRegistry {
         }
         let mut registry = RuleRegistry::from_rules(self.rules.clone(), added, &mut errors);
         registry.user_files = hasher.digest128();
+        registry.user_paths = user_paths;
         if errors.is_empty() {
             Ok(registry)
         } else {
@@ -142,6 +148,7 @@ impl RuleRegistry {
             rules,
             by_code,
             user_files: 0,
+            user_paths: Vec::new(),
         }
     }
 
@@ -149,6 +156,11 @@ impl RuleRegistry {
     /// settings' fingerprint, so editing a rule file invalidates cached results.
     pub fn user_files_hash(&self) -> u128 {
         self.user_files
+    }
+
+    /// The user pack folders and rule files this registry was read from.
+    pub fn user_paths(&self) -> &[PathBuf] {
+        &self.user_paths
     }
 
     pub fn get(&self, code: &str) -> Option<&Arc<RuleMeta>> {

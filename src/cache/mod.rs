@@ -13,6 +13,8 @@
 //! renamed over the old one), so concurrent runs never see half a file; a cache that cannot be
 //! read or parsed, or was written by another build, is ignored and replaced.
 
+pub mod record;
+
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -64,7 +66,7 @@ struct Scanned {
 
 /// What says, without reading a file, that it has not changed since it was read: its length,
 /// modification time and, on Unix, device and inode (as Ruff's cache decides).
-#[derive(Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stamp {
     len: u64,
     modified: u128,
@@ -93,6 +95,14 @@ impl Stamp {
             device,
             inode,
         })
+    }
+}
+
+impl Stamp {
+    /// Whether the file was modified after `time` (as its file system dates writes).
+    pub fn modified_after(&self, time: std::time::SystemTime) -> bool {
+        time.duration_since(std::time::UNIX_EPOCH)
+            .map_or(true, |since| self.modified > since.as_nanos())
     }
 }
 
@@ -143,6 +153,35 @@ struct CachedDiagnostic {
     help: Option<String>,
     fix: Option<Fix>,
     assumption: Option<Assumption>,
+}
+
+impl CachedDiagnostic {
+    fn of(diagnostic: &Diagnostic) -> CachedDiagnostic {
+        CachedDiagnostic {
+            code: diagnostic.rule.code.clone(),
+            severity: diagnostic.severity,
+            message: diagnostic.message.clone(),
+            range: diagnostic.range.clone(),
+            labels: diagnostic.labels.clone(),
+            help: diagnostic.help.clone(),
+            fix: diagnostic.fix.clone(),
+            assumption: diagnostic.assumption.clone(),
+        }
+    }
+
+    /// The finding again, its rule looked up in `settings` (None: no such rule there now).
+    fn diagnostic(&self, settings: &Settings) -> Option<Diagnostic> {
+        Some(Diagnostic {
+            rule: Arc::clone(settings.registry.get(&self.code)?),
+            severity: self.severity,
+            message: self.message.clone(),
+            range: self.range.clone(),
+            labels: self.labels.clone(),
+            help: self.help.clone(),
+            fix: self.fix.clone(),
+            assumption: self.assumption.clone(),
+        })
+    }
 }
 
 /// The project pass's conclusion for one exact set of files.
@@ -228,19 +267,7 @@ impl Cache {
         let diagnostics = entry
             .diagnostics
             .iter()
-            .map(|cached| {
-                let rule = settings.registry.get(&cached.code)?;
-                Some(Diagnostic {
-                    rule: Arc::clone(rule),
-                    severity: cached.severity,
-                    message: cached.message.clone(),
-                    range: cached.range.clone(),
-                    labels: cached.labels.clone(),
-                    help: cached.help.clone(),
-                    fix: cached.fix.clone(),
-                    assumption: cached.assumption.clone(),
-                })
-            })
+            .map(|cached| cached.diagnostic(settings))
             .collect::<Option<Vec<_>>>()?;
         Some(Cached {
             diagnostics,
@@ -267,20 +294,7 @@ impl Cache {
             demand: fresh.demand.clone(),
             questions: fresh.questions.to_vec(),
             graph_calls: fresh.graph_calls.to_vec(),
-            diagnostics: fresh
-                .diagnostics
-                .iter()
-                .map(|d| CachedDiagnostic {
-                    code: d.rule.code.clone(),
-                    severity: d.severity,
-                    message: d.message.clone(),
-                    range: d.range.clone(),
-                    labels: d.labels.clone(),
-                    help: d.help.clone(),
-                    fix: d.fix.clone(),
-                    assumption: d.assumption.clone(),
-                })
-                .collect(),
+            diagnostics: fresh.diagnostics.iter().map(CachedDiagnostic::of).collect(),
         };
         self.lock_updated().insert(key(path), Some(entry));
     }
@@ -363,12 +377,7 @@ impl Cache {
             .file
             .parent()
             .expect("the cache file is in a version folder");
-        std::fs::create_dir_all(folder)?;
-        write_if_missing(&self.root.join("CACHEDIR.TAG"), CACHEDIR_TAG)?;
-        write_if_missing(
-            &self.root.join(".gitignore"),
-            "# Created by torchlint.\n*\n",
-        )?;
+        prepare_folder(&self.root, folder)?;
         let bytes = postcard::to_allocvec(&self.loaded).map_err(io::Error::other)?;
         replace(&self.file, &bytes)
     }
@@ -398,6 +407,19 @@ fn build_id() -> String {
         })
         .unwrap_or_default();
     format!("{} {exe}", env!("CARGO_PKG_VERSION"))
+}
+
+/// Makes the cache folder `root`, if need be, with its tag and `.gitignore`, and `folder`
+/// inside it. A run makes it before it starts reading the project, so that its appearing in
+/// the project's folder is no change the run's record must notice (see [`record`]).
+pub fn prepare(root: &Path) -> io::Result<()> {
+    prepare_folder(root, &record::Records::folder_in(root))
+}
+
+fn prepare_folder(root: &Path, folder: &Path) -> io::Result<()> {
+    std::fs::create_dir_all(folder)?;
+    write_if_missing(&root.join("CACHEDIR.TAG"), CACHEDIR_TAG)?;
+    write_if_missing(&root.join(".gitignore"), "# Created by torchlint.\n*\n")
 }
 
 fn write_if_missing(path: &Path, content: &str) -> io::Result<()> {
