@@ -12,12 +12,46 @@ use std::ops::ControlFlow;
 use std::sync::LazyLock;
 use std::time::Duration;
 
+use rustc_hash::FxHashMap as HashMap;
 use tree_sitter::{Language, Node, ParseOptions, Parser, Tree};
 
 static PYTHON: LazyLock<Language> = LazyLock::new(|| tree_sitter_python::LANGUAGE.into());
 
 pub fn python() -> Language {
     PYTHON.clone()
+}
+
+/// Every named node kind's id, by name, read in one pass over the grammar's kinds: tree-sitter
+/// answers one name by scanning them all, and a run asks for a hundred names as it starts.
+/// A name that several kinds share (an alias and its rule) is left to tree-sitter, which knows
+/// which of them nodes report.
+static NAMED_KINDS: LazyLock<HashMap<&'static str, u16>> = LazyLock::new(|| {
+    let mut first: HashMap<&'static str, (u16, usize)> = HashMap::default();
+    for id in 0..PYTHON.node_kind_count() as u16 {
+        if let Some(name) = PYTHON.node_kind_for_id(id) {
+            first.entry(name).or_insert((id, 0)).1 += 1;
+        }
+    }
+    first
+        .into_iter()
+        .filter_map(|(name, (id, count))| {
+            // What `id_for_node_kind(name, true)` answers with: a supertype, or a named
+            // kind that is visible.
+            let named = PYTHON.node_kind_is_supertype(id)
+                || (PYTHON.node_kind_is_named(id) && PYTHON.node_kind_is_visible(id));
+            match count {
+                1 if named => Some((name, id)),
+                1 => None,
+                _ => Some((name, PYTHON.id_for_node_kind(name, true))).filter(|(_, id)| *id != 0),
+            }
+        })
+        .collect()
+});
+
+/// The id of the named node kind `name` (0: the grammar has none), as
+/// `python().id_for_node_kind(name, true)` says.
+pub fn kind_id(name: &str) -> u16 {
+    NAMED_KINDS.get(name).copied().unwrap_or(0)
 }
 
 thread_local! {
@@ -262,7 +296,7 @@ pub struct Kinds {
 
 pub static KINDS: LazyLock<Kinds> = LazyLock::new(|| {
     let id = |name: &str| {
-        let id = PYTHON.id_for_node_kind(name, true);
+        let id = kind_id(name);
         assert_ne!(id, 0, "tree-sitter-python has no node kind `{name}`");
         id
     };
@@ -560,6 +594,24 @@ pub fn find_argument<'t>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kind_ids_agree_with_tree_sitter() {
+        let mut names = 0;
+        for id in 0..PYTHON.node_kind_count() as u16 {
+            let Some(name) = PYTHON.node_kind_for_id(id) else {
+                continue;
+            };
+            assert_eq!(
+                kind_id(name),
+                PYTHON.id_for_node_kind(name, true),
+                "`{name}`"
+            );
+            names += 1;
+        }
+        assert!(names > 100, "{names}");
+        assert_eq!(kind_id("no_such_kind"), 0);
+    }
 
     #[test]
     fn walk_enters_and_leaves_in_order_without_recursion() {

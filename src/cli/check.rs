@@ -139,6 +139,14 @@ pub fn run(args: CheckArgs) -> u8 {
                 .chain(&context.targets)
                 .cloned()
                 .collect();
+            if all.len() == 1 {
+                // One file: linted on this thread. Starting a pool of workers to hand it to
+                // cost more than linting a short file.
+                let _ = rayon::ThreadPoolBuilder::new()
+                    .num_threads(1)
+                    .use_current_thread()
+                    .build_global();
+            }
             let checked = run::lint_project(
                 &all,
                 discovered.targets.len(),

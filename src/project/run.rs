@@ -102,8 +102,11 @@ pub fn lint_project(
     let reported: Vec<usize> = (0..reported).collect();
     let checked = session.report(&reported, overrides, cache);
     // Freeing every file's facts takes longer than the report itself on a large run, and
-    // nothing needs to wait for it: the CLI prints and exits meanwhile.
-    std::thread::spawn(move || drop(session));
+    // nothing needs to wait for it: the CLI prints and exits meanwhile. (One file's are freed
+    // sooner than a thread starts.)
+    if targets.len() > 1 {
+        std::thread::spawn(move || drop(session));
+    }
     checked
 }
 
@@ -394,14 +397,19 @@ impl Session {
         // Each file's imports and size (what it costs to lint, for the schedule). Its bytes are
         // read again when it is linted: held from here to there, every file's would be most of
         // a large run's memory.
-        let (costs, imports): (Vec<usize>, Vec<Vec<Import>>) = targets
-            .par_iter()
-            .map(|target| {
-                let input = read(target, overrides);
-                let imports = imports_of(target, &input, overrides, cache);
-                (input.as_ref().map_or(0, Vec::len), imports)
-            })
-            .unzip();
+        let (costs, imports): (Vec<usize>, Vec<Vec<Import>>) = if targets.len() == 1 {
+            // A file linted alone imports nothing of the run's: it is read once.
+            (vec![0], vec![Vec::new()])
+        } else {
+            targets
+                .par_iter()
+                .map(|target| {
+                    let input = read(target, overrides);
+                    let imports = imports_of(target, &input, overrides, cache);
+                    (input.as_ref().map_or(0, Vec::len), imports)
+                })
+                .unzip()
+        };
         // The run's framework table: the config's at the root of the run (the first target's).
         let facts = FactBase::new(targets.iter().map(|target| target.path.as_path()))
             .with_frameworks(

@@ -321,7 +321,7 @@ fn root_kind_id(pattern: &Spanned<String>) -> Result<u16, SpecError> {
             "`pattern` must start with a named node, such as `(call ...)`",
         )
     })?;
-    let id = python().id_for_node_kind(&root_kind, true);
+    let id = crate::parse::kind_id(&root_kind);
     if id == 0 {
         return Err(SpecError::at(
             pattern.span().start,
@@ -377,7 +377,7 @@ impl MatchClause {
                 "`pattern` must start with a named node, such as `(call ...)`",
             )
         })?;
-        let root_kind_id = python().id_for_node_kind(&root_kind, true);
+        let root_kind_id = crate::parse::kind_id(&root_kind);
         if root_kind_id == 0 {
             return Err(SpecError::at(
                 pattern_span.start,

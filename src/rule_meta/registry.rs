@@ -45,7 +45,7 @@ impl RuleRegistry {
         for (path, text) in builtin::BUILTIN_RULE_FILES {
             // Whether a `rust` rule has its module is the rules layer's to check (its test
             // `every_rust_rule_has_a_check`): this layer does not know the checks.
-            match rule_file::parse_rule_file(Origin::Builtin { path }, text) {
+            match rule_file::parse_builtin_rule_file(path, text) {
                 Ok(rule) => rules.push(rule),
                 Err(error) => errors.push(error),
             }

@@ -1,6 +1,7 @@
 //! Reading rule files: TOML front matter between `+++` lines, then the Markdown documentation
 //! in the fixed layout, whose `python flagged` / `python not-flagged` code blocks are examples.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, LazyLock, OnceLock};
@@ -43,15 +44,49 @@ struct RawOption {
     doc: String,
 }
 
-static CODE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^[A-Z]{1,5}[0-9]{1,4}$").unwrap());
-static NAME: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$").unwrap());
+/// `ACME101`: 1-5 capital letters, then 1-4 digits. (Checked by hand, not by a regex: every
+/// run reads the built-in rule files, and compiling a regex cost more than reading one.)
+fn is_rule_code(code: &str) -> bool {
+    let letters = code.bytes().take_while(u8::is_ascii_uppercase).count();
+    let digits = &code.as_bytes()[letters..];
+    (1..=5).contains(&letters)
+        && (1..=4).contains(&digits.len())
+        && digits.iter().all(u8::is_ascii_digit)
+}
+
+/// `kebab-case-name`: lowercase words of letters and digits, joined by single hyphens, the
+/// first starting with a letter.
+fn is_rule_name(name: &str) -> bool {
+    name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name.split('-').all(|word| {
+            !word.is_empty()
+                && word
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        })
+}
 static EXPECT_MARKER: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"[ \t]*#[ \t]*expect:[ \t]*([A-Za-z0-9, \t]*)$").unwrap());
 
 /// Parses one rule file. `path` is how errors name it; its file stem must be the rule's name
 /// and its directory the pack.
 pub fn parse_rule_file(origin: Origin, text: &str) -> Result<RuleMeta, FileError> {
+    parse(origin, text, None)
+}
+
+/// Parses a rule file compiled into the binary, whose documentation is read in place when
+/// something asks for it (copying every built-in file's text was most of what a run's start
+/// touched of memory).
+pub fn parse_builtin_rule_file(
+    path: &'static str,
+    text: &'static str,
+) -> Result<RuleMeta, FileError> {
+    parse(Origin::Builtin { path }, text, Some(text))
+}
+
+/// `kept`: the text again, when it lives as long as the program (else the documentation keeps
+/// a copy).
+fn parse(origin: Origin, text: &str, kept: Option<&'static str>) -> Result<RuleMeta, FileError> {
     let path_text = origin.display();
     let path = Path::new(&path_text);
     let error = |offset: Option<usize>, message: String| FileError {
@@ -76,7 +111,7 @@ pub fn parse_rule_file(origin: Origin, text: &str) -> Result<RuleMeta, FileError
     })?;
 
     let code = raw.code.get_ref().clone();
-    if !CODE.is_match(&code) {
+    if !is_rule_code(&code) {
         return Err(error(
             at(raw.code.span().start),
             format!(
@@ -85,7 +120,7 @@ pub fn parse_rule_file(origin: Origin, text: &str) -> Result<RuleMeta, FileError
         ));
     }
     let name = raw.name.get_ref().clone();
-    if !NAME.is_match(&name) {
+    if !is_rule_name(&name) {
         return Err(error(
             at(raw.name.span().start),
             format!("`{name}` is not a kebab-case rule name"),
@@ -184,7 +219,7 @@ pub fn parse_rule_file(origin: Origin, text: &str) -> Result<RuleMeta, FileError
     }
 
     let documentation = Documentation {
-        text: text.into(),
+        text: kept.map_or_else(|| Cow::Owned(text.to_owned()), Cow::Borrowed),
         body_offset,
         parsed: OnceLock::new(),
     };
@@ -217,7 +252,7 @@ pub fn parse_rule_file(origin: Origin, text: &str) -> Result<RuleMeta, FileError
 #[derive(Debug)]
 pub struct Documentation {
     /// The whole rule file: the examples' lines count from its start.
-    text: Box<str>,
+    text: Cow<'static, str>,
     body_offset: usize,
     parsed: OnceLock<Docs>,
 }
@@ -517,6 +552,26 @@ fn line_of(text: &str, offset: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rule_codes_and_names_have_their_shapes() {
+        for good in ["A1", "ACME101", "ABCDE1234", "TL100"] {
+            assert!(is_rule_code(good), "{good}");
+        }
+        for bad in [
+            "", "A", "101", "acme101", "ABCDEF1", "A12345", "A1B", "A-1", "ÄB1",
+        ] {
+            assert!(!is_rule_code(bad), "{bad}");
+        }
+        for good in ["a", "no-print", "float64-data", "a1-b2"] {
+            assert!(is_rule_name(good), "{good}");
+        }
+        for bad in [
+            "", "-a", "a-", "a--b", "1a", "No-print", "no_print", "no print",
+        ] {
+            assert!(!is_rule_name(bad), "{bad}");
+        }
+    }
 
     fn user(path: &str) -> Origin {
         Origin::User { path: path.into() }

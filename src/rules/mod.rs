@@ -116,7 +116,7 @@ impl Dispatch {
                     let check = rust_check(&rule.code)
                         .expect("a `rust` rule has its module (`every_rust_rule_has_a_check`)");
                     for kind in check.kinds() {
-                        let id = language.id_for_node_kind(kind, true);
+                        let id = crate::parse::kind_id(kind);
                         assert_ne!(id, 0, "{} registers unknown node kind `{kind}`", rule.code);
                         add(
                             id,

@@ -42,7 +42,7 @@ pub struct Frameworks {
 /// the batch on the accelerator (`*`: all of them).
 struct PerBatchHook {
     /// The base class the method's class derives from; `None`: any class's method of the name.
-    class: Option<globset::GlobMatcher>,
+    class: Option<Patterns>,
     method: String,
     parameters: Vec<String>,
 }
@@ -77,12 +77,7 @@ impl Frameworks {
                     let hook = parse_hook(entry)?;
                     let class = hook
                         .class
-                        .map(|class| {
-                            globset::Glob::new(class)
-                                .map(|glob| glob.compile_matcher())
-                                .map_err(|error| format!("`{entry}`: {error}"))
-                        })
-                        .transpose()?;
+                        .map(|class| Patterns::new(&[class.to_owned()], compile));
                     Ok(PerBatchHook {
                         class,
                         method: hook.method.to_owned(),

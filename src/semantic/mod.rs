@@ -446,7 +446,7 @@ static KIND_TABLE: LazyLock<Vec<KindInfo>> = LazyLock::new(|| {
     set(k.global_statement, Action::Global, false, false);
     set(k.decorated_definition, Action::Decorated, true, false);
     set(
-        language.id_for_node_kind("return_statement", true),
+        crate::parse::kind_id("return_statement"),
         Action::Return,
         true,
         false,
@@ -485,7 +485,7 @@ static KIND_TABLE: LazyLock<Vec<KindInfo>> = LazyLock::new(|| {
         "raise_statement",
         "assert_statement",
     ] {
-        let id = language.id_for_node_kind(name, true);
+        let id = crate::parse::kind_id(name);
         assert_ne!(id, 0, "tree-sitter-python has no node kind `{name}`");
         table[id as usize].prune_leaves = true;
         table[id as usize].prune_call_free = !name.ends_with("_statement") && name != "decorator";

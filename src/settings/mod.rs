@@ -11,7 +11,7 @@ pub mod selector;
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use toml::Spanned;
@@ -96,7 +96,16 @@ struct PerFileIgnore {
 }
 
 /// Exclusion globs, matched against a path's absolute form and its file name (as Ruff does).
+/// Only a walk matches paths against them: a run on named files never does. So the built-in
+/// list is compiled when first matched, a config's at once, so that a bad pattern is an error
+/// at its line.
 struct Exclude {
+    patterns: Vec<String>,
+    root: PathBuf,
+    sets: OnceLock<ExcludeSets>,
+}
+
+struct ExcludeSets {
     absolute: GlobSet,
     basename: GlobSet,
 }
@@ -106,13 +115,60 @@ impl Exclude {
         patterns: &[(String, Option<usize>)],
         root: &Path,
     ) -> Result<Self, (Option<usize>, String)> {
+        let exclude = Exclude {
+            patterns: patterns
+                .iter()
+                .map(|(pattern, _)| pattern.clone())
+                .collect(),
+            root: root.to_owned(),
+            sets: OnceLock::new(),
+        };
+        if patterns.iter().any(|(_, offset)| offset.is_some()) {
+            let sets = ExcludeSets::compile(patterns, root)?;
+            let _ = exclude.sets.set(sets);
+        }
+        Ok(exclude)
+    }
+
+    fn matches(&self, path: &Path) -> bool {
+        let sets = self.sets.get_or_init(|| {
+            let patterns: Vec<(String, Option<usize>)> =
+                self.patterns.iter().map(|p| (p.clone(), None)).collect();
+            // The built-in patterns compile (a test holds them to it), under any root.
+            ExcludeSets::compile(&patterns, &self.root).unwrap_or_else(|_| ExcludeSets {
+                absolute: GlobSet::empty(),
+                basename: GlobSet::empty(),
+            })
+        });
+        sets.absolute.is_match(path)
+            || path
+                .file_name()
+                .is_some_and(|name| sets.basename.is_match(Path::new(name)))
+    }
+}
+
+/// `pattern` under `root`, whose own characters match only themselves (a project in a folder
+/// named `data[1]` is no glob).
+fn anchored(root: &Path, pattern: &str) -> String {
+    if Path::new(pattern).is_absolute() {
+        return pattern.to_owned();
+    }
+    let root = globset::escape(&root.to_string_lossy());
+    format!("{}/{pattern}", root.trim_end_matches('/'))
+}
+
+impl ExcludeSets {
+    fn compile(
+        patterns: &[(String, Option<usize>)],
+        root: &Path,
+    ) -> Result<Self, (Option<usize>, String)> {
         let mut absolute = GlobSetBuilder::new();
         let mut basename = GlobSetBuilder::new();
         for (pattern, offset) in patterns {
             let glob = |text: &str| {
                 Glob::new(text).map_err(|e| (*offset, format!("invalid glob `{pattern}`: {e}")))
             };
-            absolute.add(glob(&root.join(pattern).to_string_lossy())?);
+            absolute.add(glob(&anchored(root, pattern))?);
             basename.add(glob(pattern)?);
         }
         let build = |builder: GlobSetBuilder| {
@@ -120,17 +176,10 @@ impl Exclude {
                 .build()
                 .map_err(|e| (None, format!("invalid exclude globs: {e}")))
         };
-        Ok(Exclude {
+        Ok(ExcludeSets {
             absolute: build(absolute)?,
             basename: build(basename)?,
         })
-    }
-
-    fn matches(&self, path: &Path) -> bool {
-        self.absolute.is_match(path)
-            || path
-                .file_name()
-                .is_some_and(|name| self.basename.is_match(Path::new(name)))
     }
 }
 
@@ -635,5 +684,26 @@ fn to_value(value: &DeValue<'_>) -> toml::Value {
                 .map(|(key, value)| (key.get_ref().to_string(), to_value(value.get_ref())))
                 .collect(),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_built_in_excludes_compile_under_any_root() {
+        let patterns: Vec<(String, Option<usize>)> = DEFAULT_EXCLUDES
+            .iter()
+            .map(|pattern| ((*pattern).to_owned(), None))
+            .collect();
+        for root in ["/work/project", "/data[1/{a,b}/x*"] {
+            let root = Path::new(root);
+            assert!(ExcludeSets::compile(&patterns, root).is_ok(), "{root:?}");
+            let exclude = Exclude::build(&patterns, root).unwrap();
+            assert!(exclude.matches(&root.join(".venv")), "{root:?}");
+            assert!(exclude.matches(&root.join("src/build")), "{root:?}");
+            assert!(!exclude.matches(&root.join("train.py")), "{root:?}");
+        }
     }
 }
