@@ -104,6 +104,29 @@ fn stdin_uses_the_stdin_filename_for_output_and_config() {
 }
 
 #[test]
+fn stdin_filename_alone_reads_stdin_as_ruff_does() {
+    // Without `-`: the folder (which holds another hazard) is not linted instead.
+    let project = Project::new();
+    project.write("other.py", LOAD);
+    let args = ["check", "--output-format", "concise", "--stdin-filename"];
+    let run = project.run_with_stdin(&[&args[..], &["src/train.py"]].concat(), LOAD);
+    assert_eq!(run.code, 1);
+    assert_eq!(run.findings(), ["src/train.py:2:9: TL108"]);
+
+    // A path beside it is ignored, with a warning.
+    let run = project.run_with_stdin(
+        &[&args[..], &["src/train.py", "other.py"]].concat(),
+        "x = 1\n",
+    );
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert!(
+        run.stderr
+            .contains("warning: ignoring other.py in favour of stdin"),
+        "{run:#?}"
+    );
+}
+
+#[test]
 fn select_ignore_and_extend_select() {
     let project = Project::new();
     project.write(
@@ -286,6 +309,19 @@ fn statistics_and_quiet() {
     let json: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
     assert_eq!(json[0]["code"], "TL108");
     assert_eq!(json[0]["count"], 2);
+
+    // Formats with no place for a table are refused, not ignored.
+    for format in ["sarif", "github", "gitlab", "junit"] {
+        let run = project.run(&["check", "--statistics", "--output-format", format]);
+        assert_eq!(run.code, 2, "{run:#?}");
+        assert_eq!(run.stdout, "");
+        assert!(
+            run.stderr.contains(&format!(
+                "`--statistics` prints a table, or JSON with `--output-format json`; `--output-format {format}` has no place for it"
+            )),
+            "{run:#?}"
+        );
+    }
 
     let run = project.run(&["check", "-q", "--output-format", "concise"]);
     assert_eq!(run.stdout.lines().count(), 3);

@@ -37,10 +37,33 @@ pub fn run(args: CheckArgs) -> u8 {
         return 2;
     }
 
-    let reads_stdin = args.paths.iter().any(|path| path == Path::new("-"));
-    if reads_stdin && args.paths.len() > 1 {
+    if args.statistics
+        && !matches!(
+            args.output_format,
+            OutputFormat::Full | OutputFormat::Concise | OutputFormat::Json
+        )
+    {
+        print_error(&format!(
+            "`--statistics` prints a table, or JSON with `--output-format json`; `--output-format {}` has no place for it: drop one of the two",
+            clap::ValueEnum::to_possible_value(&args.output_format)
+                .map_or_else(String::new, |value| value.get_name().to_owned())
+        ));
+        return 2;
+    }
+    let dash = args.paths.iter().any(|path| path == Path::new("-"));
+    if dash && args.paths.len() > 1 {
         print_error("`-` (stdin) cannot be combined with other paths");
         return 2;
+    }
+    // As Ruff: `--stdin-filename` means the file comes on stdin, `-` or not.
+    let reads_stdin = dash || args.stdin_filename.is_some();
+    if reads_stdin && !dash && !args.paths.is_empty() && !args.quiet {
+        for path in &args.paths {
+            eprintln!(
+                "warning: ignoring {} in favour of stdin (`--stdin-filename` names what stdin holds)",
+                crate::escape::path(path)
+            );
+        }
     }
 
     let mut errors: Vec<FileError> = Vec::new();

@@ -82,7 +82,8 @@ impl RuleSelection {
 pub struct CheckArgs {
     /// Files or folders to lint; `-` reads from stdin. Defaults to the current folder.
     pub paths: Vec<PathBuf>,
-    /// The name of the file stdin stands for (for config, per-file ignores and output).
+    /// The name of the file stdin stands for (for config, per-file ignores and output); given,
+    /// stdin is linted, with or without `-` (as Ruff does).
     #[arg(long, value_name = "PATH")]
     pub stdin_filename: Option<PathBuf>,
     #[command(flatten)]
@@ -99,7 +100,8 @@ pub struct CheckArgs {
     /// When to color the output.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
     pub color: ColorChoice,
-    /// Print how many findings each rule produced, instead of the findings.
+    /// Print how many findings each rule produced, instead of the findings: a table, or JSON
+    /// with `--output-format json`.
     #[arg(long)]
     pub statistics: bool,
     /// Print only the findings: no summary line.
