@@ -32,7 +32,21 @@ pub struct Discovered {
     pub walked: Vec<PathBuf>,
 }
 
+/// How named files meet the excludes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Named {
+    /// A file named on the command line is linted whatever the excludes say.
+    Linted,
+    /// `--force-exclude`: the excludes apply to it too (and to the folders it is in), as
+    /// pre-commit, which names every staged file, needs.
+    Excluded,
+}
+
 pub fn discover(paths: &[PathBuf], resolver: &Arc<Resolver>) -> Discovered {
+    discover_with(paths, resolver, Named::Linted)
+}
+
+pub fn discover_with(paths: &[PathBuf], resolver: &Arc<Resolver>, named: Named) -> Discovered {
     let mut targets: BTreeMap<PathBuf, (SourceKind, Arc<Settings>)> = BTreeMap::new();
     let errors = Mutex::new(Vec::new());
     let report = |error: FileError| errors.lock().unwrap_or_else(|p| p.into_inner()).push(error);
@@ -57,6 +71,9 @@ pub fn discover(paths: &[PathBuf], resolver: &Arc<Resolver>) -> Discovered {
                     crate::files::describe_kind(&metadata.file_type())
                 ),
             ));
+            continue;
+        }
+        if named == Named::Excluded && excluded_with_folders(resolver, &root) {
             continue;
         }
         if metadata.is_file() {
@@ -183,6 +200,23 @@ fn ignore_files_above(root: &Path) -> Vec<PathBuf> {
     );
     files.extend(home.map(|home| home.join(".gitconfig")));
     files
+}
+
+/// Whether the excludes of its project skip `path`, or a folder it is in below the project's
+/// root (`build/gen.py` under the default excludes).
+fn excluded_with_folders(resolver: &Resolver, path: &Path) -> bool {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+    let Ok(settings) = resolver.for_file(&absolute) else {
+        return false;
+    };
+    let root = settings.project_root.as_path();
+    let folders = absolute
+        .ancestors()
+        .skip(1)
+        .take_while(|folder| folder.starts_with(root) && *folder != root);
+    std::iter::once(absolute.as_path())
+        .chain(folders)
+        .any(|path| is_excluded(resolver, path))
 }
 
 fn is_excluded(resolver: &Resolver, path: &Path) -> bool {

@@ -127,6 +127,41 @@ fn stdin_filename_alone_reads_stdin_as_ruff_does() {
 }
 
 #[test]
+fn force_exclude_applies_the_excludes_to_named_files() {
+    // As pre-commit runs the hook: every staged file named, excluded ones among them.
+    let project = Project::new();
+    project.write("torchlint.toml", "extend-exclude = [\"generated\"]\n");
+    for file in ["generated/x.py", "build/y.py", "keep.py"] {
+        project.write(file, LOAD);
+    }
+    let named = ["generated/x.py", "build/y.py", "keep.py"];
+    let args = ["check", "--output-format", "concise"];
+    let run = project.run(&[&args[..], &named[..]].concat());
+    assert_eq!(
+        run.findings(),
+        [
+            "build/y.py:2:9: TL108",
+            "generated/x.py:2:9: TL108",
+            "keep.py:2:9: TL108"
+        ]
+    );
+    let run = project.run(&[&args[..], &["--force-exclude"], &named[..]].concat());
+    assert_eq!(run.findings(), ["keep.py:2:9: TL108"]);
+    let run = project.run(&[&args[..], &["--force-exclude", "generated/x.py"]].concat());
+    assert_eq!(run.code, 0, "{run:#?}");
+    // The hook passes it.
+    let hooks = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/.pre-commit-hooks.yaml"
+    ))
+    .unwrap();
+    assert!(
+        hooks.contains("entry: torchlint check --force-exclude"),
+        "{hooks}"
+    );
+}
+
+#[test]
 fn select_ignore_and_extend_select() {
     let project = Project::new();
     project.write(

@@ -115,7 +115,12 @@ pub fn run(args: CheckArgs) -> u8 {
         } else {
             args.paths.clone()
         };
-        let discovered = discovery::discover(&paths, &resolver);
+        let named = if args.force_exclude {
+            discovery::Named::Excluded
+        } else {
+            discovery::Named::Linted
+        };
+        let discovered = discovery::discover_with(&paths, &resolver, named);
         errors.extend(discovered.errors);
         if args.show_files {
             return show_files(&discovered.targets, &errors, args.output_file.as_deref());

@@ -114,6 +114,10 @@ pub struct CheckArgs {
     /// `torchlint-baseline.json`) instead of reporting them.
     #[arg(long)]
     pub write_baseline: bool,
+    /// Apply the excludes to files named on the command line too (the pre-commit hook passes
+    /// this: it names every staged file).
+    #[arg(long)]
+    pub force_exclude: bool,
     /// Print the files that would be linted, and exit.
     #[arg(long)]
     pub show_files: bool,
