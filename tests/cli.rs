@@ -162,6 +162,54 @@ fn force_exclude_applies_the_excludes_to_named_files() {
 }
 
 #[test]
+fn clean_removes_the_caches_under_a_folder() {
+    let project = Project::new();
+    project.write("a/train.py", LOAD);
+    project.write("b/c/train.py", LOAD);
+    for folder in ["a", "b/c"] {
+        let run = project.run(&[
+            "check",
+            "--cache-dir",
+            &format!("{folder}/.torchlint_cache"),
+            folder,
+        ]);
+        assert_eq!(run.code, 1, "{run:#?}");
+    }
+    // A folder with the name but not torchlint's tag is someone else's.
+    project.write("d/.torchlint_cache/notes.txt", "mine");
+
+    let run = project.run(&["clean"]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    let mut removed: Vec<&str> = run.stdout.lines().collect();
+    removed.sort();
+    assert_eq!(
+        removed,
+        ["removed a/.torchlint_cache", "removed b/c/.torchlint_cache"]
+    );
+    assert!(!project.path().join("a/.torchlint_cache").exists());
+    assert!(!project.path().join("b/c/.torchlint_cache").exists());
+    assert!(project.path().join("d/.torchlint_cache/notes.txt").exists());
+
+    let run = project.run(&["clean", "a/train.py"]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("a/train.py: not a folder"), "{run:#?}");
+}
+
+#[test]
+fn a_missing_bare_word_suggests_the_subcommands() {
+    let project = Project::new();
+    let run = project.run(&["clena"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("clena: no such file or directory; if a subcommand was meant, they are: check, rule, probe, server, clean"),
+        "{run:#?}"
+    );
+    let run = project.run(&["nofile.py"]);
+    assert_eq!(run.code, 2);
+    assert!(!run.stderr.contains("subcommand"), "{run:#?}");
+}
+
+#[test]
 fn select_ignore_and_extend_select() {
     let project = Project::new();
     project.write(

@@ -409,6 +409,11 @@ fn build_id() -> String {
     format!("{} {exe}", env!("CARGO_PKG_VERSION"))
 }
 
+/// Whether `folder` is a cache folder torchlint made (it holds torchlint's `CACHEDIR.TAG`).
+pub fn is_tagged(folder: &Path) -> bool {
+    std::fs::read_to_string(folder.join("CACHEDIR.TAG")).is_ok_and(|tag| tag == CACHEDIR_TAG)
+}
+
 /// Makes the cache folder `root`, if need be, with its tag and `.gitignore`, and `folder`
 /// inside it. A run makes it before it starts reading the project, so that its appearing in
 /// the project's folder is no change the run's record must notice (see [`record`]).

@@ -121,7 +121,12 @@ pub fn run(args: CheckArgs) -> u8 {
             discovery::Named::Linted
         };
         let discovered = discovery::discover_with(&paths, &resolver, named);
-        errors.extend(discovered.errors);
+        errors.extend(discovered.errors.into_iter().map(|mut error| {
+            if args.paths.contains(&error.path) && looks_like_a_subcommand(&error.path) {
+                error.message.push_str(SUBCOMMANDS_HINT);
+            }
+            error
+        }));
         if args.show_files {
             return show_files(&discovered.targets, &errors, args.output_file.as_deref());
         }
@@ -440,6 +445,20 @@ fn report_errors(errors: &[FileError], internal: &[(PathBuf, InternalError)], st
     } else {
         2
     }
+}
+
+/// What a missing path that may have been meant as a subcommand (`torchlint clena`) adds.
+const SUBCOMMANDS_HINT: &str =
+    "; if a subcommand was meant, they are: check, rule, probe, server, clean (`torchlint --help`)";
+
+/// A missing path that is a bare word: no folder, no extension.
+fn looks_like_a_subcommand(path: &Path) -> bool {
+    let text = path.to_string_lossy();
+    !path.exists()
+        && !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
 /// `--show-files`: the files a run would lint, one per line, sorted.

@@ -2,6 +2,7 @@
 //! Exit codes follow Ruff: 0 no findings, 1 findings, 2 usage, config, IO or internal error.
 
 mod check;
+mod clean;
 mod probe;
 mod rule;
 
@@ -38,6 +39,18 @@ enum Command {
     Probe(probe::ProbeArgs),
     /// Serve diagnostics to editors over the Language Server Protocol (stdio).
     Server,
+    /// Remove the result caches (`.torchlint_cache`) under the given folders (default: the
+    /// current one).
+    Clean(CleanArgs),
+}
+
+#[derive(Debug, Args)]
+struct CleanArgs {
+    /// Folders to clean, each with its subfolders.
+    paths: Vec<PathBuf>,
+    /// Print nothing but errors.
+    #[arg(long, short)]
+    quiet: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -160,6 +173,7 @@ pub fn main() -> ExitCode {
         Some(Command::Rule(args)) => rule::run(args.rule.as_deref(), args.all, args.output_format),
         Some(Command::Probe(args)) => probe::run(args),
         Some(Command::Server) => crate::server::run(),
+        Some(Command::Clean(args)) => clean::run(&args.paths, args.quiet),
     };
     ExitCode::from(status)
 }
