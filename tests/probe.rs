@@ -268,7 +268,13 @@ fn probe_reports_the_scripts_exit_status_and_unreached_lines() {
         &["eval.py", "--output-format", "json", "--", "3"],
     );
     let report = json(&run);
-    assert_eq!(run.code, 0, "{report:#}");
+    // A CI step probing a script that fails fails too, with the script's status.
+    assert_eq!(run.code, 3, "{report:#}");
+    assert!(
+        run.stderr
+            .contains("torchlint probe: the script failed (exit status 3); the probe exits with 3"),
+        "{run:#?}"
+    );
     assert_eq!(report["stop"], "script-exited", "{report:#}");
     assert_eq!(report["exit"]["status"], 3, "{report:#}");
     assert_eq!(verdict(&report, "TL102", 15)["status"], "not-reached");

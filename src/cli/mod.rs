@@ -35,7 +35,10 @@ enum Command {
     Check(CheckArgs),
     /// Print the documentation of a rule, or of every rule.
     Rule(RuleArgs),
-    /// Run a training script on the GPU and confirm which findings really cost memory.
+    /// Run a training script and confirm which findings really cost memory: on a GPU it also
+    /// reads the device's memory; without one (CPU mode) the allocator's counters, host memory
+    /// and the autograd graph. Exits with the script's status when the script fails, else 1
+    /// when a finding is confirmed, else 0 (2: torchlint's own errors).
     Probe(probe::ProbeArgs),
     /// Serve diagnostics to editors over the Language Server Protocol (stdio).
     Server,

@@ -128,5 +128,11 @@ pub fn run(args: ProbeArgs) -> u8 {
             return 2;
         }
     }
-    probed.report.exit_code()
+    let code = probed.report.exit_code();
+    if let Some(status) = probed.report.script_failure() {
+        eprintln!(
+            "torchlint probe: the script failed (exit status {status}); the probe exits with {code}"
+        );
+    }
+    code
 }

@@ -335,8 +335,16 @@ fn visible_device(index: usize) -> String {
 }
 
 impl ProbeReport {
-    /// 1 when a finding is confirmed, else 0 (as `check`: findings that hold fail the run).
+    /// The script's own status when it failed (so that a CI step probing it fails as running
+    /// it would; 1 for a status outside 1-255, as a signal's), else 1 when a finding is
+    /// confirmed, else 0 (as `check`: findings that hold fail the run).
     pub fn exit_code(&self) -> u8 {
+        if let Some(status) = self.script_failure() {
+            return u8::try_from(status)
+                .ok()
+                .filter(|code| *code != 0)
+                .unwrap_or(1);
+        }
         if self
             .findings
             .iter()
@@ -346,5 +354,13 @@ impl ProbeReport {
         } else {
             0
         }
+    }
+
+    /// The status the script exited with by itself, when it was not 0.
+    pub fn script_failure(&self) -> Option<i32> {
+        self.exit
+            .as_ref()
+            .map(|exit| exit.status)
+            .filter(|status| *status != 0)
     }
 }
