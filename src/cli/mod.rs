@@ -35,15 +35,18 @@ enum Command {
     Check(CheckArgs),
     /// Print the documentation of a rule, or of every rule.
     Rule(RuleArgs),
-    /// Run a training script and confirm which findings really cost memory: on a GPU it also
-    /// reads the device's memory; without one (CPU mode) the allocator's counters, host memory
-    /// and the autograd graph. Exits with the script's status when the script fails, else 1
-    /// when a finding is confirmed, else 0 (2: torchlint's own errors).
+    /// Run a training script and confirm which findings really cost memory.
+    ///
+    /// On a GPU it also reads the device's memory; without one (CPU mode) it reads the
+    /// allocator's counters, host memory and the autograd graph. Exits with the script's status
+    /// when the script fails, else 1 when a finding is confirmed, else 0 (2: torchlint's own
+    /// errors).
     Probe(probe::ProbeArgs),
     /// Serve diagnostics to editors over the Language Server Protocol (stdio).
     Server,
-    /// Remove the result caches (`.torchlint_cache`) under the given folders (default: the
-    /// current one).
+    /// Remove the result caches (`.torchlint_cache`) under the given folders.
+    ///
+    /// Default: the current folder. Only folders carrying torchlint's `CACHEDIR.TAG` go.
     Clean(CleanArgs),
 }
 
