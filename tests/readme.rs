@@ -46,3 +46,23 @@ fn ci_runs_the_readme_commands() {
         assert!(ci.contains(command), ".ci/run does not run `{command}`");
     }
 }
+
+#[test]
+fn the_readme_says_what_the_tests_skip_and_what_ci_requires() {
+    let readme = read("README.md");
+    let ci = read(".ci/run");
+    let required: Vec<&str> = ci
+        .lines()
+        .filter_map(|line| line.strip_prefix("export "))
+        .filter_map(|line| line.split('=').next())
+        .filter(|name| name.starts_with("TORCHLINT_REQUIRE_"))
+        .collect();
+    assert!(required.len() >= 3, "{required:?}");
+    for name in required
+        .iter()
+        .copied()
+        .chain(["TORCHLINT_TEST_PYTHON", "scripts/setup-test-python", "skipped"])
+    {
+        assert!(readme.contains(name), "README does not mention `{name}`");
+    }
+}
