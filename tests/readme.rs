@@ -58,11 +58,11 @@ fn the_readme_says_what_the_tests_skip_and_what_ci_requires() {
         .filter(|name| name.starts_with("TORCHLINT_REQUIRE_"))
         .collect();
     assert!(required.len() >= 3, "{required:?}");
-    for name in required
-        .iter()
-        .copied()
-        .chain(["TORCHLINT_TEST_PYTHON", "scripts/setup-test-python", "skipped"])
-    {
+    for name in required.iter().copied().chain([
+        "TORCHLINT_TEST_PYTHON",
+        "scripts/setup-test-python",
+        "skipped",
+    ]) {
         assert!(readme.contains(name), "README does not mention `{name}`");
     }
 }
