@@ -210,6 +210,21 @@ fn a_missing_bare_word_suggests_the_subcommands() {
 }
 
 #[test]
+fn a_project_in_a_folder_named_like_a_glob_keeps_its_excludes_and_ignores() {
+    // The project's own path is no pattern: `data[1]` is not the class `[1]`.
+    let project = Project::new();
+    project.write(
+        "data[1]/torchlint.toml",
+        "extend-exclude = [\"generated\"]\nper-file-ignores = { \"scripts/*\" = [\"TL108\"] }\n",
+    );
+    for file in ["generated/x.py", "scripts/y.py", "train.py"] {
+        project.write(&format!("data[1]/{file}"), LOAD);
+    }
+    let run = project.run(&["check", "--output-format", "concise", "data[1]"]);
+    assert_eq!(run.findings(), ["data[1]/train.py:2:9: TL108"], "{run:#?}");
+}
+
+#[test]
 fn select_ignore_and_extend_select() {
     let project = Project::new();
     project.write(

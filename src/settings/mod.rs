@@ -283,7 +283,7 @@ impl Settings {
                 })
             };
             per_file_ignores.push(PerFileIgnore {
-                absolute: glob(&root.join(&pattern).to_string_lossy())?,
+                absolute: glob(&anchored(&root, &pattern))?,
                 basename: glob(&pattern)?,
                 selectors: parse_spanned(&selectors)?,
             });
