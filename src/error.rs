@@ -9,6 +9,9 @@ pub struct FileError {
     pub path: PathBuf,
     pub line: Option<usize>,
     pub message: String,
+    /// The file's further errors, in file order (a config file's are all reported at once,
+    /// not one per run).
+    pub more: Vec<FileError>,
 }
 
 /// The "file" of errors in command-line arguments (`--select TL999`).
@@ -29,6 +32,7 @@ impl FileError {
             path: path.into(),
             line: None,
             message: message.into(),
+            more: Vec::new(),
         }
     }
 
@@ -37,7 +41,23 @@ impl FileError {
             path: path.into(),
             line: Some(line),
             message: message.into(),
+            more: Vec::new(),
         }
+    }
+
+    /// Several errors of one file as one, in file order (those without a line first); None
+    /// for none.
+    pub fn combined(mut errors: Vec<FileError>) -> Option<FileError> {
+        errors.sort_by_key(|error| error.line);
+        let mut errors = errors.into_iter();
+        let mut first = errors.next()?;
+        first.more.extend(errors);
+        Some(first)
+    }
+
+    /// This error and the further ones it carries, in order.
+    pub fn all(&self) -> impl Iterator<Item = &FileError> {
+        std::iter::once(self).chain(&self.more)
     }
 }
 

@@ -225,6 +225,34 @@ fn a_project_in_a_folder_named_like_a_glob_keeps_its_excludes_and_ignores() {
 }
 
 #[test]
+fn every_error_of_a_config_file_is_reported_at_once_in_file_order() {
+    let project = Project::new();
+    project.write(
+        "pyproject.toml",
+        "[tool.torchlint]\nselect = [\"TL1\", \"NOPE1\"]\nignore = [\"ALSO2\"]\nbogus = 1\nextend-exclude = 5\n\n[tool.torchlint.empty-cache-in-loop]\nnope = 1\n",
+    );
+    project.write("train.py", LOAD);
+    let run = project.run(&["check", "train.py"]);
+    assert_eq!(run.code, 2, "{run:#?}");
+    let lines: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter_map(|line| line.strip_prefix("error: pyproject.toml:"))
+        .map(|line| line.split(':').next().unwrap())
+        .collect();
+    assert_eq!(lines, ["2", "3", "4", "5", "8"], "{}", run.stderr);
+    for part in [
+        "`NOPE1` selects no rule",
+        "`ALSO2` selects no rule",
+        "unknown key `bogus`",
+        "`extend-exclude` takes a list",
+        "`nope` is not an option of TL201",
+    ] {
+        assert!(run.stderr.contains(part), "{part}: {}", run.stderr);
+    }
+}
+
+#[test]
 fn select_ignore_and_extend_select() {
     let project = Project::new();
     project.write(

@@ -423,9 +423,10 @@ pub(super) fn emit(bytes: &[u8], file: Option<&Path>) -> io::Result<()> {
 }
 
 fn report_errors(errors: &[FileError], internal: &[(PathBuf, InternalError)], status: u8) -> u8 {
-    for error in errors {
+    for error in errors.iter().flat_map(FileError::all) {
         let shown = FileError {
             path: display_path(&error.path),
+            more: Vec::new(),
             ..error.clone()
         };
         print_error(&shown.to_string());

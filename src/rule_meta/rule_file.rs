@@ -93,6 +93,7 @@ fn parse(origin: Origin, text: &str, kept: Option<&'static str>) -> Result<RuleM
         path: path_text.clone().into(),
         line: offset.map(|offset| line_of(text, offset)),
         message,
+        more: Vec::new(),
     };
 
     let (front, front_offset, _, body_offset) = split_front_matter(text).ok_or_else(|| {

@@ -30,6 +30,7 @@ impl ConfigFile {
             path: self.path.clone(),
             line: Some(line_of(&self.text, offset)),
             message: message.into(),
+            more: Vec::new(),
         }
     }
 
@@ -123,12 +124,14 @@ pub fn read(path: &Path) -> Result<Option<ConfigFile>, FileError> {
             path: path.to_owned(),
             line: None,
             message: format!("cannot read the config file: {error}"),
+            more: Vec::new(),
         },
     )?;
     let document = DeTable::parse(&text).map_err(|error| FileError {
         path: path.to_owned(),
         line: error.span().map(|span| line_of(&text, span.start)),
         message: format!("invalid TOML: {}", error.message().trim()),
+        more: Vec::new(),
     })?;
     let is_pyproject = path
         .file_name()
@@ -141,6 +144,7 @@ pub fn read(path: &Path) -> Result<Option<ConfigFile>, FileError> {
                     path: path.to_owned(),
                     line: Some(line_of(&text, offset)),
                     message,
+                    more: Vec::new(),
                 });
             }
         };

@@ -214,42 +214,52 @@ impl Settings {
         let root = std::path::absolute(root).unwrap_or_else(|_| root.to_owned());
         let cli_error = |message: String| FileError::command_line(message);
 
+        // The config's errors, all of them: a run reports every error of the file at once.
+        let mut errors: Vec<FileError> = Vec::new();
         let mut raw = RawOptions::default();
         if let Some(config) = config {
-            raw = RawOptions::read(config)?;
+            (raw, errors) = RawOptions::read(config);
         }
 
         let registry = match &raw.extend_rule_packs {
             Some(packs) if !packs.is_empty() => {
                 let config = config.expect("packs come from a config file");
                 let folders: Vec<PathBuf> = packs.iter().map(|(p, _)| root.join(p)).collect();
-                load_packs(&folders).map_err(|errors| {
-                    let offset = packs[0].1;
-                    let details: Vec<String> = errors.iter().map(|e| format!("  {e}")).collect();
-                    config.error_at(
-                        offset,
-                        format!(
-                            "a rule pack in `extend-rule-packs` is invalid:\n{}",
-                            details.join("\n")
-                        ),
-                    )
-                })?
+                match load_packs(&folders) {
+                    Ok(registry) => registry,
+                    Err(pack_errors) => {
+                        // Without its packs, the config's selectors of their rules would be
+                        // errors too: stop at what is known.
+                        let offset = packs[0].1;
+                        let details: Vec<String> =
+                            pack_errors.iter().map(|e| format!("  {e}")).collect();
+                        errors.push(config.error_at(
+                            offset,
+                            format!(
+                                "a rule pack in `extend-rule-packs` is invalid:\n{}",
+                                details.join("\n")
+                            ),
+                        ));
+                        return Err(FileError::combined(errors).expect("an error was pushed"));
+                    }
+                }
             }
             _ => RuleRegistry::builtin(),
         };
 
         // Selection: the config layer, then the command line.
-        let parse_spanned = |items: &[(String, usize)]| -> Result<Vec<Selector>, FileError> {
+        let parse_spanned = |items: &[(String, usize)], errors: &mut Vec<FileError>| {
             items
                 .iter()
-                .map(|(text, offset)| {
-                    Selector::parse(text, &registry).map_err(|message| {
-                        config
-                            .expect("spanned selectors come from a config file")
-                            .error_at(*offset, message)
-                    })
+                .filter_map(|(text, offset)| {
+                    Selector::parse(text, &registry)
+                        .map_err(|message| {
+                            let config = config.expect("spanned selectors come from a config file");
+                            errors.push(config.error_at(*offset, message));
+                        })
+                        .ok()
                 })
-                .collect()
+                .collect::<Vec<Selector>>()
         };
         let parse_cli = |items: &[String]| -> Result<Vec<Selector>, FileError> {
             items
@@ -258,9 +268,15 @@ impl Settings {
                 .collect()
         };
         let config_layer = SelectionLayer {
-            select: raw.select.as_deref().map(parse_spanned).transpose()?,
-            extend_select: parse_spanned(raw.extend_select.as_deref().unwrap_or_default())?,
-            ignore: parse_spanned(raw.ignore.as_deref().unwrap_or_default())?,
+            select: raw
+                .select
+                .as_deref()
+                .map(|items| parse_spanned(items, &mut errors)),
+            extend_select: parse_spanned(
+                raw.extend_select.as_deref().unwrap_or_default(),
+                &mut errors,
+            ),
+            ignore: parse_spanned(raw.ignore.as_deref().unwrap_or_default(), &mut errors),
         };
         let cli_layer = SelectionLayer {
             select: cli.select.as_deref().map(parse_cli).transpose()?,
@@ -282,11 +298,15 @@ impl Settings {
                     config.error_at(pattern_offset, format!("invalid glob `{pattern}`: {e}"))
                 })
             };
-            per_file_ignores.push(PerFileIgnore {
-                absolute: glob(&anchored(&root, &pattern))?,
-                basename: glob(&pattern)?,
-                selectors: parse_spanned(&selectors)?,
-            });
+            let selectors = parse_spanned(&selectors, &mut errors);
+            match (glob(&anchored(&root, &pattern)), glob(&pattern)) {
+                (Ok(absolute), Ok(basename)) => per_file_ignores.push(PerFileIgnore {
+                    absolute,
+                    basename,
+                    selectors,
+                }),
+                (Err(error), _) | (_, Err(error)) => errors.push(error),
+            }
         }
 
         let mut excludes: Vec<(String, Option<usize>)> = match raw.exclude {
@@ -302,30 +322,31 @@ impl Settings {
                 .into_iter()
                 .map(|(p, o)| (p, Some(o))),
         );
-        let exclude = Exclude::build(&excludes, &root).map_err(|(offset, message)| {
-            match (config, offset) {
-                (Some(config), Some(offset)) => config.error_at(offset, message),
-                _ => cli_error(message),
-            }
-        })?;
+        let exclude = Exclude::build(&excludes, &root)
+            .map_err(|(offset, message)| match (config, offset) {
+                (Some(config), Some(offset)) => errors.push(config.error_at(offset, message)),
+                _ => errors.push(cli_error(message)),
+            })
+            .ok();
 
         let mut rule_options = HashMap::new();
         for (name, offset, table) in raw.rule_tables {
             let config = config.expect("rule tables come from a config file");
             let Some(rule) = registry.find(&name) else {
-                return Err(config.error_at(
+                errors.push(config.error_at(
                     offset,
                     format!(
                         "unknown key `{name}` in {} (expected {KNOWN_KEYS})",
                         config.section
                     ),
                 ));
+                continue;
             };
             let mut options = toml::Table::new();
             for raw_option in table {
                 let Some(option) = rule.option(&raw_option.name) else {
                     let known: Vec<&str> = rule.options.iter().map(|o| o.name.as_str()).collect();
-                    return Err(config.error_at(
+                    errors.push(config.error_at(
                         raw_option.offset,
                         format!(
                             "`{}` is not an option of {} {} ({})",
@@ -339,9 +360,10 @@ impl Settings {
                             }
                         ),
                     ));
+                    continue;
                 };
                 if !option.kind.accepts(&raw_option.value) {
-                    return Err(config.error_at(
+                    errors.push(config.error_at(
                         raw_option.value_offset,
                         format!(
                             "option `{}` of {} takes a {}",
@@ -350,6 +372,7 @@ impl Settings {
                             option.kind.as_str()
                         ),
                     ));
+                    continue;
                 }
                 options.insert(option.name.clone(), raw_option.value);
             }
@@ -357,12 +380,16 @@ impl Settings {
         }
 
         let framework_table = match config {
-            Some(config) if !raw.frameworks.is_empty() => {
-                Some(framework_table(config, &raw.frameworks)?)
-            }
+            Some(config) if !raw.frameworks.is_empty() => framework_table(config, &raw.frameworks)
+                .map_err(|error| errors.push(error))
+                .ok(),
             _ => None,
         };
 
+        if let Some(error) = FileError::combined(errors) {
+            return Err(error);
+        }
+        let exclude = exclude.expect("an exclude error is an error of the config");
         let fingerprint = fingerprint(config, &root, cli, &registry);
         Ok(Settings {
             registry,
@@ -536,9 +563,27 @@ struct RawRuleOption {
 }
 
 impl RawOptions {
-    fn read(config: &ConfigFile) -> Result<RawOptions, FileError> {
+    /// The options the config sets, and every error in them (each key is read whatever the
+    /// others hold: a run reports all of a file's errors at once).
+    fn read(config: &ConfigFile) -> (RawOptions, Vec<FileError>) {
         let mut raw = RawOptions::default();
+        let mut errors = Vec::new();
         for (key, value) in config.table() {
+            if let Err(error) = raw.read_key(config, key, value) {
+                errors.push(error);
+            }
+        }
+        (raw, errors)
+    }
+
+    fn read_key(
+        &mut self,
+        config: &ConfigFile,
+        key: Spanned<std::borrow::Cow<'_, str>>,
+        value: Spanned<DeValue<'_>>,
+    ) -> Result<(), FileError> {
+        let raw = self;
+        {
             let offset = key.span().start;
             let name = key.get_ref().to_string();
             let list = || string_list(config, &name, &value);
@@ -630,7 +675,7 @@ impl RawOptions {
                 }
             }
         }
-        Ok(raw)
+        Ok(())
     }
 }
 

@@ -33,6 +33,7 @@ impl Resolver {
                             path: path.to_owned(),
                             line: None,
                             message: "has no `[tool.torchlint]` table".to_owned(),
+                            more: Vec::new(),
                         });
                     }
                 };
