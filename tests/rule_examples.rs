@@ -24,6 +24,35 @@ fn every_built_in_rule_file_documents_itself() {
     assert!(registry.iter().count() >= 11);
 }
 
+/// A finding's message says what this code holds and how it grows; the figures measured on a
+/// reference model (peak MiB, step time) belong in the rule's documentation, where they say
+/// what they were measured on, not in a message about the user's code.
+#[test]
+fn no_rule_message_quotes_a_reference_measurement() {
+    let figure = regex::Regex::new(
+        r"measured|\d+(\.\d+)?\s*(KiB|MiB|GiB|KB|MB|GB)\b|\d+(\.\d+)?%|\bx\d+(\.\d+)?\b",
+    )
+    .unwrap();
+    let rules = Path::new(env!("CARGO_MANIFEST_DIR")).join("rules");
+    let mut failures = Vec::new();
+    for pack in std::fs::read_dir(&rules).unwrap() {
+        for file in std::fs::read_dir(pack.unwrap().path()).unwrap() {
+            let path = file.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            let front = text.split("+++").nth(1).unwrap_or_default();
+            for line in front
+                .lines()
+                .filter(|line| line.trim_start().starts_with("message"))
+            {
+                if figure.is_match(line) {
+                    failures.push(format!("{}: {line}", path.display()));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 #[test]
 fn every_rule_example_produces_exactly_its_declared_findings() {
     let registry = RuleRegistry::load_builtin().expect("built-in rule files are valid");
