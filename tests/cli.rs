@@ -253,6 +253,45 @@ fn every_error_of_a_config_file_is_reported_at_once_in_file_order() {
 }
 
 #[test]
+fn a_finding_says_gpu_only_where_the_code_does() {
+    // CPU-only evaluation code: its graphs hold host memory, not GPU memory.
+    let project = Project::new();
+    project.write("cpu.py", common::EVAL_HAZARD);
+    project.write(
+        "gpu.py",
+        common::EVAL_HAZARD.replace("model = nn.Linear(8, 1)", "model = nn.Linear(8, 1).cuda()"),
+    );
+    let run = project.run(&[
+        "check",
+        "--output-format",
+        "concise",
+        "--select",
+        "TL102",
+        "cpu.py",
+        "gpu.py",
+    ]);
+    let lines: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|line| line.contains("TL102"))
+        .collect();
+    assert_eq!(lines.len(), 2, "{run:#?}");
+    assert!(
+        lines[0].starts_with("cpu.py")
+            && lines[0].ends_with("so the memory of the model's device grows every step"),
+        "{}",
+        lines[0]
+    );
+    assert!(!lines[0].contains("GPU"), "{}", lines[0]);
+    assert!(
+        lines[1].starts_with("gpu.py")
+            && lines[1].ends_with("so the memory of the GPU grows every step"),
+        "{}",
+        lines[1]
+    );
+}
+
+#[test]
 fn select_ignore_and_extend_select() {
     let project = Project::new();
     project.write(

@@ -461,9 +461,9 @@ fn file_names_that_are_not_utf8_or_hold_control_characters_are_shown_escaped() {
         lines,
         [
             "bad\\xff.py:10:22: TL101 `model(x)` runs a forward pass in evaluation code with autograd on: it records the graph and holds this batch's saved activations, and once an output or loss is kept, every batch's graph stays alive: grows each iteration",
-            "bad\\xff.py:11:5: TL102 `total` accumulates `loss` with its autograd graph: no backward frees its activations, so GPU memory grows every step",
+            "bad\\xff.py:11:5: TL102 `total` accumulates `loss` with its autograd graph: no backward frees its activations, so the memory of the model's device grows every step",
             "new\\nline\\x1b.py:10:22: TL101 `model(x)` runs a forward pass in evaluation code with autograd on: it records the graph and holds this batch's saved activations, and once an output or loss is kept, every batch's graph stays alive: grows each iteration",
-            "new\\nline\\x1b.py:11:5: TL102 `total` accumulates `loss` with its autograd graph: no backward frees its activations, so GPU memory grows every step",
+            "new\\nline\\x1b.py:11:5: TL102 `total` accumulates `loss` with its autograd graph: no backward frees its activations, so the memory of the model's device grows every step",
         ],
         "{}",
         concise.stdout

@@ -115,7 +115,7 @@ fn check_forward_collection<'a>(
             "{span}",
             "from every forward pass until something clears it",
         )
-        .replace("{device}", device_name(checker));
+        .replace("{device}", super::device_name(checker));
     out.push(
         Diagnostic::new(rule, message, call.byte_range()).with_label(
             function_facts.header.clone(),
@@ -177,7 +177,7 @@ fn check_comprehension<'a>(
         .replace("{value}", &short(checker, element))
         .replace("{container}", &short(checker, container))
         .replace("{span}", "from every batch until the list is dropped")
-        .replace("{device}", device_name(checker));
+        .replace("{device}", super::device_name(checker));
     let label = format!(
         "this comprehension runs once per batch of `{}`",
         short(checker, iterable)
@@ -187,17 +187,6 @@ fn check_comprehension<'a>(
         Diagnostic::new(rule, message, element.byte_range())
             .with_label(clauses[0].byte_range(), label),
     );
-}
-
-/// Where the kept tensors are, as the file shows it: code that names CUDA puts them on the
-/// GPU; otherwise they are on whatever device the model runs on (`self.device`, a `device`
-/// parameter, the framework's accelerator).
-fn device_name(checker: &Checker<'_>) -> &'static str {
-    if crate::semantic::analysis::file_mentions(checker.text(), "cuda") {
-        "the GPU"
-    } else {
-        "the model's device"
-    }
 }
 
 /// `self.preds.append(preds)` in a method with no loop of its own (a metric's `update`): a
@@ -434,7 +423,7 @@ impl GpuCollection {
             .replace("{value}", &short(checker, found.value))
             .replace("{container}", &short(checker, found.container))
             .replace("{span}", span)
-            .replace("{device}", device_name(checker));
+            .replace("{device}", super::device_name(checker));
         // A concatenation is reported at the `torch.cat(...)` that grows the tensor: in a
         // statement over several lines (`acc = (\n    f if acc is None else torch.cat(...)\n)`)
         // that is where a fix goes.

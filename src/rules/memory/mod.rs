@@ -16,3 +16,14 @@ pub use crate::semantic::accumulation::*;
 pub use crate::semantic::graph_arguments::*;
 pub use crate::semantic::per_batch::*;
 pub use crate::semantic::resets::*;
+
+/// Where a file's tensors are, as the file shows it: code that names CUDA puts them on the
+/// GPU; otherwise they are on whatever device the model runs on (`self.device`, a `device`
+/// parameter, the framework's accelerator; the CPU in a script that never moves them).
+pub(super) fn device_name(checker: &crate::checker::Checker<'_>) -> &'static str {
+    if crate::semantic::analysis::file_mentions(checker.text(), "cuda") {
+        "the GPU"
+    } else {
+        "the model's device"
+    }
+}

@@ -193,15 +193,19 @@ fn check_accumulation<'a>(
             .current_function()
             .is_some_and(|(_, f)| f.contains_training || f.name.contains("training_step")));
     let growth = if backward_each_step {
-        "its graph's nodes (host memory) grow every step"
+        "its graph's nodes (host memory) grow every step".to_owned()
     } else {
-        "no backward frees its activations, so GPU memory grows every step"
+        // On the GPU only where the file says so: CPU-only code holds host memory.
+        format!(
+            "no backward frees its activations, so the memory of {} grows every step",
+            super::device_name(checker)
+        )
     };
     let message = rule
         .message
         .replace("{value}", &short(checker, value))
         .replace("{container}", &short(checker, container))
-        .replace("{growth}", growth);
+        .replace("{growth}", &growth);
     let mut diagnostic =
         Diagnostic::new(rule, message, statement.byte_range()).with_label(label_range, why);
     if !backward_each_step {
