@@ -88,7 +88,7 @@ pub fn discover_with(paths: &[PathBuf], resolver: &Arc<Resolver>, named: Named) 
             continue;
         }
 
-        walked.extend(ignore_files_above(&root));
+        walked.extend(read_above_root(&root));
         let walker = WalkBuilder::new(&root)
             .hidden(false)
             .parents(true)
@@ -175,7 +175,7 @@ const IGNORE_FILES: [&str; 2] = [".gitignore", ".ignore"];
 /// the repository's exclude file, git's global excludes at their default places (a
 /// `core.excludesFile` set elsewhere is not watched), and where a config file or a `.git` that
 /// would change the files' settings or project could appear above it.
-fn ignore_files_above(root: &Path) -> Vec<PathBuf> {
+fn read_above_root(root: &Path) -> Vec<PathBuf> {
     let absolute = std::path::absolute(root).unwrap_or_else(|_| root.to_owned());
     let mut files = Vec::new();
     for folder in absolute.ancestors() {

@@ -99,6 +99,11 @@ impl Stamp {
 }
 
 impl Stamp {
+    /// The stamp of the file at `path` now (None: it cannot be read, or does not exist).
+    pub fn of_path(path: &Path) -> Option<Stamp> {
+        std::fs::metadata(path).ok().as_ref().and_then(Stamp::of)
+    }
+
     /// Whether the file was modified after `time` (as its file system dates writes).
     pub fn modified_after(&self, time: std::time::SystemTime) -> bool {
         time.duration_since(std::time::UNIX_EPOCH)

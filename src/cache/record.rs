@@ -95,7 +95,7 @@ impl Records {
         let unchanged = record
             .inputs
             .par_iter()
-            .all(|(path, stamp)| stamp_of(path) == *stamp);
+            .all(|(path, stamp)| Stamp::of_path(path) == *stamp);
         if !unchanged {
             return None;
         }
@@ -118,12 +118,7 @@ impl Records {
         walked: Vec<PathBuf>,
         started: SystemTime,
     ) {
-        let Some(reported) = targets
-            .iter()
-            .zip(outcomes)
-            .map(|(_, outcome)| reported(outcome))
-            .collect::<Option<Vec<_>>>()
-        else {
+        let Some(reported) = outcomes.iter().map(reported).collect::<Option<Vec<_>>>() else {
             return;
         };
         let mut inputs = walked;
@@ -140,7 +135,7 @@ impl Records {
         let Some(inputs) = inputs
             .into_par_iter()
             .map(|path| {
-                let stamp = stamp_of(&path);
+                let stamp = Stamp::of_path(&path);
                 let racy = stamp.is_some_and(|stamp| stamp.modified_after(racy_after));
                 (!racy).then_some((path, stamp))
             })
@@ -221,10 +216,6 @@ fn settings_files<'a>(targets: impl Iterator<Item = &'a LintTarget>) -> Vec<Path
         files.extend(target.settings.registry.user_paths().iter().cloned());
     }
     files
-}
-
-fn stamp_of(path: &Path) -> Option<Stamp> {
-    std::fs::metadata(path).ok().as_ref().and_then(Stamp::of)
 }
 
 fn reported(outcome: &Outcome) -> Option<Reported> {

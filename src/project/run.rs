@@ -736,9 +736,7 @@ fn imports_of(
 ) -> Vec<Import> {
     let stamp = cache
         .filter(|_| !overrides.contains(&target.path))
-        .and_then(|_| std::fs::metadata(&target.path).ok())
-        .as_ref()
-        .and_then(Stamp::of);
+        .and_then(|_| Stamp::of_path(&target.path));
     cached_imports(target, stamp, cache, || scan(input))
 }
 

@@ -100,7 +100,8 @@ struct PerFileIgnore {
 /// list is compiled when first matched, a config's at once, so that a bad pattern is an error
 /// at its line.
 struct Exclude {
-    patterns: Vec<String>,
+    /// Each pattern with its offset in the config (None: a built-in one).
+    patterns: Vec<(String, Option<usize>)>,
     root: PathBuf,
     sets: OnceLock<ExcludeSets>,
 }
@@ -116,10 +117,7 @@ impl Exclude {
         root: &Path,
     ) -> Result<Self, (Option<usize>, String)> {
         let exclude = Exclude {
-            patterns: patterns
-                .iter()
-                .map(|(pattern, _)| pattern.clone())
-                .collect(),
+            patterns: patterns.to_vec(),
             root: root.to_owned(),
             sets: OnceLock::new(),
         };
@@ -132,10 +130,8 @@ impl Exclude {
 
     fn matches(&self, path: &Path) -> bool {
         let sets = self.sets.get_or_init(|| {
-            let patterns: Vec<(String, Option<usize>)> =
-                self.patterns.iter().map(|p| (p.clone(), None)).collect();
             // The built-in patterns compile (a test holds them to it), under any root.
-            ExcludeSets::compile(&patterns, &self.root).unwrap_or_else(|_| ExcludeSets {
+            ExcludeSets::compile(&self.patterns, &self.root).unwrap_or_else(|_| ExcludeSets {
                 absolute: GlobSet::empty(),
                 basename: GlobSet::empty(),
             })
