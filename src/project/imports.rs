@@ -13,10 +13,10 @@
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Import {
     /// As written: `pkg.models`, `.utils`, `..`, `.`.
-    pub module: String,
+    pub module: Box<str>,
     /// The names imported from it; `None` for the whole module (`import pkg.models`,
     /// `from pkg import *`).
-    pub names: Option<Vec<String>>,
+    pub names: Option<Box<[Box<str>]>>,
     /// `from pkg import *`: every public name, to use or to re-export.
     pub star: bool,
     /// Spelt indented: run when a function is called, or only by a type checker, or guarded.
@@ -110,7 +110,7 @@ fn parse_statement(statement: &str, deferred: bool, imports: &mut Vec<Import>) {
                     let module = item.split_whitespace().next().unwrap_or("");
                     if is_dotted(module) {
                         imports.push(Import {
-                            module: module.to_owned(),
+                            module: module.into(),
                             names: None,
                             star: false,
                             deferred,
@@ -132,22 +132,23 @@ fn parse_statement(statement: &str, deferred: bool, imports: &mut Vec<Import>) {
                 let names = names.trim().trim_start_matches('(').trim_end_matches(')');
                 if names.trim() == "*" {
                     imports.push(Import {
-                        module: module.to_owned(),
+                        module: module.into(),
                         names: None,
                         star: true,
                         deferred,
                     });
                     continue;
                 }
-                let names: Vec<String> = names
+                // Boxed, so without the room a collected vector leaves.
+                let names: Box<[Box<str>]> = names
                     .split(',')
                     .filter_map(|item| item.split_whitespace().next())
                     .filter(|name| is_name(name))
-                    .map(str::to_owned)
+                    .map(Box::from)
                     .collect();
                 if !names.is_empty() {
                     imports.push(Import {
-                        module: module.to_owned(),
+                        module: module.into(),
                         names: Some(names),
                         star: false,
                         deferred,
@@ -165,8 +166,8 @@ mod tests {
 
     fn import(module: &str, names: Option<&[&str]>) -> Import {
         Import {
-            module: module.to_owned(),
-            names: names.map(|names| names.iter().map(|n| (*n).to_owned()).collect()),
+            module: module.into(),
+            names: names.map(|names| names.iter().map(|n| Box::from(*n)).collect()),
             star: false,
             deferred: false,
         }
@@ -213,11 +214,11 @@ mod tests {
         let text = "important = 1\nfrom_x = 2\n\"\"\"\nfrom the model import weights we learn\nimport this, that and more\n\"\"\"\n";
         // Docstring prose that happens to read as an import is kept (harmless); the rest not.
         let found = scan(text);
-        assert!(found.iter().all(|i| i.module != "the model"));
+        assert!(found.iter().all(|i| &*i.module != "the model"));
         assert!(
             !found
                 .iter()
-                .any(|i| i.module == "important" || i.module.starts_with("from_"))
+                .any(|i| &*i.module == "important" || i.module.starts_with("from_"))
         );
     }
 }

@@ -808,9 +808,9 @@ fn link(facts: &FactBase, scanned: &[Vec<Import>]) -> (Vec<Vec<Needed>>, Vec<Dem
                                 },
                             };
                             let need = match (package, whole) {
-                                (true, _) => Need::Reexport(Some((name.as_str(), whole))),
+                                (true, _) => Need::Reexport(Some((name, whole))),
                                 (false, true) => Need::Whole,
-                                (false, false) => Need::Name(name.as_str()),
+                                (false, false) => Need::Name(name),
                             };
                             needs.push((file, need, deferred));
                         }
@@ -882,6 +882,7 @@ fn link(facts: &FactBase, scanned: &[Vec<Import>]) -> (Vec<Vec<Needed>>, Vec<Dem
             }
         }
     }
+    let mut shared: HashMap<&str, Arc<str>> = HashMap::default();
     let demand = whole
         .into_iter()
         .zip(names)
@@ -894,7 +895,12 @@ fn link(facts: &FactBase, scanned: &[Vec<Import>]) -> (Vec<Vec<Needed>>, Vec<Dem
             if names.is_empty() {
                 Demand::Nothing
             } else {
-                Demand::Names(names.into_iter().map(str::to_owned).collect())
+                Demand::Names(
+                    names
+                        .into_iter()
+                        .map(|name| Arc::clone(shared.entry(name).or_insert_with(|| name.into())))
+                        .collect(),
+                )
             }
         })
         .collect();

@@ -9,6 +9,7 @@
 //! import statements are known before any file is parsed.
 
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use tree_sitter::Node;
 
 use super::analysis::Analysis;
@@ -101,7 +102,9 @@ pub struct ValueSummary {
 pub enum Demand {
     #[default]
     Nothing,
-    Names(Vec<String>),
+    /// Shared: a package's names pass on to every module it re-exports with `from .m import
+    /// *`, and in a large package that is thousands of modules asked the same names.
+    Names(Vec<Arc<str>>),
     /// Imported whole (`import pkg.utils as u`, `from pkg import utils`, `import *`).
     Everything,
 }
@@ -110,7 +113,7 @@ impl Demand {
     pub fn wants(&self, name: &str) -> bool {
         match self {
             Demand::Nothing => false,
-            Demand::Names(names) => names.iter().any(|wanted| wanted == name),
+            Demand::Names(names) => names.iter().any(|wanted| **wanted == *name),
             Demand::Everything => true,
         }
     }
@@ -119,10 +122,10 @@ impl Demand {
         match (name, &mut *self) {
             (_, Demand::Everything) => {}
             (None, _) => *self = Demand::Everything,
-            (Some(name), Demand::Nothing) => *self = Demand::Names(vec![name.to_owned()]),
+            (Some(name), Demand::Nothing) => *self = Demand::Names(vec![name.into()]),
             (Some(name), Demand::Names(names)) => {
-                if !names.iter().any(|n| n == name) {
-                    names.push(name.to_owned());
+                if !names.iter().any(|n| **n == *name) {
+                    names.push(name.into());
                 }
             }
         }
