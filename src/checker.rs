@@ -17,6 +17,7 @@ use crate::semantic::analysis::{Analysis, ProjectView};
 use crate::semantic::cross_file::{self, Assumption, FunctionKey};
 use crate::semantic::facts::Question;
 use crate::semantic::frameworks::Frameworks;
+use crate::semantic::gates::{self, Interval};
 pub use crate::semantic::grad::GradMode;
 use crate::semantic::modules;
 pub use crate::semantic::position::{PerBatchEvidence, Position};
@@ -585,6 +586,15 @@ impl<'a> Checker<'a> {
 
     pub fn in_function(&self) -> bool {
         self.enclosing_function().is_some()
+    }
+
+    /// The step gate around `node` inside its innermost loop (or step function):
+    /// `if step % 100 == 0:` makes it run once every 100 batches, not once per batch.
+    pub fn interval_gate(&self, node: Node<'a>) -> Option<Interval<'a>> {
+        self.frames_in_function()
+            .take_while(|frame| !matches!(frame.kind, FrameKind::Loop))
+            .filter(|frame| matches!(frame.kind, FrameKind::If { .. }))
+            .find_map(|frame| gates::interval_of_branch(frame.node, node, self.text()))
     }
 
     pub fn in_except_handler(&self) -> bool {

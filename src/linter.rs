@@ -162,6 +162,7 @@ pub fn lint_parsed_in(
         }
         twins
     });
+    merge_superseded(&mut diagnostics, source);
     LintOutcome {
         diagnostics,
         internal_errors,
@@ -170,6 +171,46 @@ pub fn lint_parsed_in(
         questions: checked.questions,
         graph_calls: checked.graph_calls,
     }
+}
+
+/// One finding per hazard: of a rule's finding and one on the same line by a rule it
+/// supersedes (`RuleMeta::supersedes`), resting on the same assumption, the first is kept and
+/// the second becomes its label. Suppressions and ignores have already run, so a user who
+/// silenced the first still sees the second.
+fn merge_superseded(diagnostics: &mut Vec<Diagnostic>, source: &SourceFile) {
+    if diagnostics.iter().all(|d| d.rule.supersedes.is_empty()) {
+        return;
+    }
+    let row = |diagnostic: &Diagnostic| source.location(diagnostic.range.start).row;
+    let mut merged = vec![false; diagnostics.len()];
+    for at in 0..diagnostics.len() {
+        if merged[at] || diagnostics[at].rule.supersedes.is_empty() {
+            continue;
+        }
+        for other in 0..diagnostics.len() {
+            let (kept, dropped) = (&diagnostics[at], &diagnostics[other]);
+            if other == at
+                || merged[other]
+                || !kept.rule.supersedes.contains(&dropped.rule.code)
+                || row(kept) != row(dropped)
+                || kept.assumption != dropped.assumption
+            {
+                continue;
+            }
+            let label = format!("{} also: {}", dropped.rule.code, dropped.message);
+            let range = dropped.range.clone();
+            diagnostics[at].labels.push(crate::diagnostic::Label {
+                range,
+                message: label,
+            });
+            merged[other] = true;
+        }
+    }
+    let mut at = 0;
+    diagnostics.retain(|_| {
+        at += 1;
+        !merged[at - 1]
+    });
 }
 
 fn syntax_errors(

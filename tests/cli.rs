@@ -602,6 +602,37 @@ fn rule_options_come_from_config() {
 }
 
 #[test]
+fn a_flush_gated_to_every_n_steps_says_so_and_past_the_interval_is_left_alone() {
+    let project = Project::new();
+    let source = "import torch\nfor step, x in enumerate(loader):\n    model(x).sum().backward()\n    \
+                  if step % 5 == 0:\n        torch.cuda.empty_cache()\n    \
+                  if step % 1000 == 0:\n        torch.cuda.empty_cache()\n";
+    project.write("train.py", source);
+    let run = project.run(&[
+        "check",
+        "--no-cache",
+        "--output-format",
+        "concise",
+        "train.py",
+    ]);
+    assert!(
+        run.stdout
+            .contains("train.py:5:9: TL201 `torch.cuda.empty_cache()` runs every 5 batches"),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(concise(&project, &[]).findings(), ["train.py:5:9: TL201"]);
+    project.write(
+        "pyproject.toml",
+        "[tool.torchlint.empty-cache-in-loop]\nmax-gated-interval = 1000\n",
+    );
+    assert_eq!(
+        concise(&project, &[]).findings(),
+        ["train.py:5:9: TL201", "train.py:7:9: TL201"]
+    );
+}
+
+#[test]
 fn config_errors_name_the_file_line_and_key() {
     let project = Project::new();
     project.write("train.py", LOAD);

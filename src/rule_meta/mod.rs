@@ -49,6 +49,10 @@ pub struct RuleMeta {
     /// [`RuleMeta::examples`].
     pub(crate) documentation: Documentation,
     pub options: Vec<RuleOption>,
+    /// Rules (by code) whose finding on the same line tells of the same hazard as this one's:
+    /// one finding is reported, this rule's, with the other's message as a label
+    /// (`outs.append(model(x))` in evaluation code is TL101's, not TL101's and TL102's).
+    pub supersedes: Vec<String>,
     pub implementation: Implementation,
     pub origin: Origin,
 }

@@ -29,6 +29,8 @@ struct FrontMatter {
     message: String,
     help: Option<String>,
     implementation: Spanned<String>,
+    #[serde(default)]
+    supersedes: Vec<Spanned<String>>,
     #[serde(default, rename = "match")]
     matches: Vec<Spanned<RawMatch>>,
     #[serde(default)]
@@ -117,6 +119,19 @@ fn parse(origin: Origin, text: &str, kept: Option<&'static str>) -> Result<RuleM
             at(raw.code.span().start),
             format!(
                 "`{code}` is not a rule code: use 1-5 capital letters and 1-4 digits, like `ACME101`"
+            ),
+        ));
+    }
+    if let Some(bad) = raw
+        .supersedes
+        .iter()
+        .find(|code| !is_rule_code(code.get_ref()))
+    {
+        return Err(error(
+            at(bad.span().start),
+            format!(
+                "`supersedes` lists `{}`, which is not a rule code",
+                bad.get_ref()
             ),
         ));
     }
@@ -242,6 +257,11 @@ fn parse(origin: Origin, text: &str, kept: Option<&'static str>) -> Result<RuleM
         help: raw.help,
         documentation,
         options,
+        supersedes: raw
+            .supersedes
+            .into_iter()
+            .map(Spanned::into_inner)
+            .collect(),
         implementation,
         origin,
     })

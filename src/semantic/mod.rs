@@ -15,6 +15,7 @@ pub mod facts;
 pub mod forward;
 pub mod frameworks;
 pub mod frozen;
+pub mod gates;
 pub mod grad;
 pub mod graph_arguments;
 pub mod instances;

@@ -9,6 +9,7 @@ use crate::checker::{Checker, last_part_is};
 use crate::diagnostic::Diagnostic;
 use crate::rule_meta::RuleMeta;
 use crate::rules::Check;
+use crate::semantic::gates::Interval;
 
 pub struct EmptyCacheInLoop;
 
@@ -63,10 +64,29 @@ impl Check for EmptyCacheInLoop {
         let Some(evidence) = checker.per_batch() else {
             return;
         };
-        let message = rule.message.replace(
-            "{callee}",
-            &crate::rules::snippet(checker.node_text(callee), 50),
-        );
+        // A flush every N batches costs a step 1/N of one every batch: past the configured
+        // interval it is left alone. An interval the code computes may be 1: said as written.
+        let max_interval = checker
+            .option(rule, "max-gated-interval")
+            .and_then(|value| value.as_integer())
+            .unwrap_or(10);
+        let how_often = match checker.interval_gate(call) {
+            None => "once per batch".to_owned(),
+            Some(Interval::Every(n)) if i64::try_from(n).is_ok_and(|n| n <= max_interval) => {
+                format!("every {n} batches")
+            }
+            Some(Interval::Every(_)) => return,
+            Some(Interval::Computed(n)) => {
+                format!("every `{}` batches", crate::rules::snippet(n, 40))
+            }
+        };
+        let message = rule
+            .message
+            .replace(
+                "{callee}",
+                &crate::rules::snippet(checker.node_text(callee), 50),
+            )
+            .replace("{how_often}", &how_often);
         out.push(
             Diagnostic::new(rule, message, call.byte_range())
                 .with_label(evidence.range, evidence.reason),
