@@ -633,6 +633,31 @@ fn a_flush_gated_to_every_n_steps_says_so_and_past_the_interval_is_left_alone() 
 }
 
 #[test]
+fn a_framework_hook_keeping_device_tensors_is_said_to_run_per_batch_not_in_a_loop() {
+    let project = Project::new();
+    let source = "import lightning as L\nimport torch\n\nclass Lit(L.LightningModule):\n    \
+                  def validation_step(self, batch, batch_idx):\n        x, y = batch\n        \
+                  self.val_preds.append(self.net(x).argmax(1))\n        self.val_targets.append(y)\n";
+    project.write("lit.py", source);
+    let run = project.run(&[
+        "check",
+        "--no-cache",
+        "--output-format",
+        "concise",
+        "lit.py",
+    ]);
+    let findings: Vec<&str> = run.stdout.lines().filter(|l| l.contains("TL104")).collect();
+    assert_eq!(findings.len(), 2, "{}", run.stdout);
+    for finding in findings {
+        assert!(
+            finding.contains("from every batch until something clears it")
+                && !finding.contains("until the loop ends"),
+            "{finding}"
+        );
+    }
+}
+
+#[test]
 fn config_errors_name_the_file_line_and_key() {
     let project = Project::new();
     project.write("train.py", LOAD);
