@@ -23,6 +23,10 @@ use crate::suppression::Suppressions;
 
 /// The code of the engine's own syntax-error rule.
 pub const SYNTAX_ERROR: &str = "TL001";
+/// Reported for a path that could not be linted, in the machine-readable formats (`cli::check`).
+pub const IO_ERROR: &str = "TL003";
+/// The engine's rule for suppression comments that suppress nothing (off by default).
+pub const UNUSED_SUPPRESSION: &str = "TL002";
 
 #[derive(Debug, Default)]
 pub struct LintOutcome {
@@ -144,11 +148,18 @@ pub fn lint_parsed_in(
     diagnostics.extend(checked.diagnostics);
     let internal_errors = checked.internal_errors;
 
+    // What the suppressions named and nothing fired for, asked before they drop what did.
+    let unused = if settings.is_enabled(UNUSED_SUPPRESSION) {
+        unused_suppressions(source, settings, &suppressions, &diagnostics)
+    } else {
+        Vec::new()
+    };
     diagnostics.retain(|diagnostic| {
         let row = source.location(diagnostic.range.start).row;
         !suppressions.is_suppressed(diagnostic.code(), row)
             && !settings.is_ignored_for_file(source.name(), &diagnostic.rule)
     });
+    diagnostics.extend(unused);
     diagnostic::sort(source, &mut diagnostics);
     // Outside a project, only this file's own calls can confirm what waits for a caller.
     if project.is_none() {
@@ -171,6 +182,57 @@ pub fn lint_parsed_in(
         questions: checked.questions,
         graph_calls: checked.graph_calls,
     }
+}
+
+/// TL002 findings: the codes of suppression comments that suppress nothing in `diagnostics`
+/// (every finding of the file, before suppression).
+fn unused_suppressions(
+    source: &SourceFile,
+    settings: &Settings,
+    suppressions: &Suppressions,
+    diagnostics: &[Diagnostic],
+) -> Vec<Diagnostic> {
+    let Some(rule) = settings.registry.get(UNUSED_SUPPRESSION) else {
+        return Vec::new();
+    };
+    if settings.is_ignored_for_file(source.name(), rule) {
+        return Vec::new();
+    }
+    let fired: Vec<(&str, usize)> = diagnostics
+        .iter()
+        .map(|diagnostic| {
+            let row = source.location(diagnostic.range.start).row;
+            (diagnostic.code(), row)
+        })
+        .collect();
+    suppressions
+        .unused(&fired, |code| settings.registry.get(code).is_some())
+        .into_iter()
+        .map(|unused| {
+            let codes: Vec<String> = unused
+                .codes
+                .iter()
+                .map(|code| {
+                    let enabled = settings.is_enabled(code);
+                    if enabled {
+                        format!("`{code}`")
+                    } else {
+                        format!("`{code}` (not enabled)")
+                    }
+                })
+                .collect();
+            let place = if unused.whole_file {
+                "in this file"
+            } else {
+                "on this line"
+            };
+            let message = rule
+                .message
+                .replace("{codes}", &codes.join(", "))
+                .replace("{place}", place);
+            Diagnostic::new(rule, message, unused.comment)
+        })
+        .collect()
 }
 
 /// One finding per hazard: of a rule's finding and one on the same line by a rule it

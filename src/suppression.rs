@@ -37,6 +37,26 @@ pub struct Suppressions {
     file: Option<Codes>,
     /// By 1-based row.
     lines: HashMap<usize, Codes>,
+    /// Each directive that names codes, as written: for the unused ones (TL002).
+    directives: Vec<Directive>,
+}
+
+/// One `# noqa: CODES`, `# torchlint: ignore[CODES]` or `# torchlint: ignore-file[CODES]`.
+#[derive(Debug)]
+struct Directive {
+    /// The comment that holds it.
+    comment: TextRange,
+    /// Its row; `None` for a whole-file directive.
+    row: Option<usize>,
+    codes: Vec<String>,
+}
+
+/// A directive's codes that suppress nothing (`Suppressions::unused`).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Unused {
+    pub comment: TextRange,
+    pub codes: Vec<String>,
+    pub whole_file: bool,
 }
 
 static NOQA: LazyLock<Regex> = LazyLock::new(|| {
@@ -58,7 +78,9 @@ impl Suppressions {
             let row = source.location(range.start).row;
             for captures in TORCHLINT.captures_iter(comment) {
                 let codes = parse_codes(captures.name("codes").map(|m| m.as_str()));
-                if captures.name("file").is_some() {
+                let whole_file = captures.name("file").is_some();
+                suppressions.remember(range, (!whole_file).then_some(row), &codes);
+                if whole_file {
                     match &mut suppressions.file {
                         Some(existing) => existing.merge(codes),
                         None => suppressions.file = Some(codes),
@@ -69,10 +91,50 @@ impl Suppressions {
             }
             if let Some(captures) = NOQA.captures(comment) {
                 let codes = parse_codes(captures.name("codes").map(|m| m.as_str()));
+                suppressions.remember(range, Some(row), &codes);
                 suppressions.add_line(row, codes);
             }
         }
         suppressions
+    }
+
+    fn remember(&mut self, comment: &TextRange, row: Option<usize>, codes: &Codes) {
+        if let Codes::Only(codes) = codes {
+            self.directives.push(Directive {
+                comment: comment.clone(),
+                row,
+                codes: codes.clone(),
+            });
+        }
+    }
+
+    /// The directives' codes that suppress no finding: of the codes `is_rule` knows (a `# noqa`
+    /// naming another tool's codes, `E501`, is that tool's), those with no finding on the
+    /// directive's line (or, for `ignore-file`, in the file). `fired` lists every finding's
+    /// code and row before suppression. A bare `# noqa` or `# torchlint: ignore` is never
+    /// unused: it may be there for another tool, or for a rule the run has not selected.
+    pub fn unused(&self, fired: &[(&str, usize)], is_rule: impl Fn(&str) -> bool) -> Vec<Unused> {
+        self.directives
+            .iter()
+            .filter_map(|directive| {
+                let codes: Vec<String> = directive
+                    .codes
+                    .iter()
+                    .filter(|code| is_rule(code))
+                    .filter(|code| {
+                        !fired.iter().any(|(fired, row)| {
+                            fired == code && directive.row.is_none_or(|line| line == *row)
+                        })
+                    })
+                    .cloned()
+                    .collect();
+                (!codes.is_empty()).then(|| Unused {
+                    comment: directive.comment.clone(),
+                    codes,
+                    whole_file: directive.row.is_none(),
+                })
+            })
+            .collect()
     }
 
     fn add_line(&mut self, row: usize, codes: Codes) {
@@ -183,6 +245,30 @@ mod tests {
         assert!(s.is_suppressed("TL108", 4));
         assert!(s.is_suppressed("TL101", 5) && !s.is_suppressed("TL102", 5));
         assert!(!s.is_suppressed("TL108", 6));
+    }
+
+    #[test]
+    fn codes_that_suppress_nothing_are_unused() {
+        let s = suppressions(
+            "a  # noqa: TL101, E501\nb  # torchlint: ignore[TL102,TL108]\nc  # noqa\n# torchlint: ignore-file[TL201]\n",
+        );
+        let is_rule = |code: &str| code.starts_with("TL");
+        let unused = s.unused(&[("TL102", 2)], is_rule);
+        let shown: Vec<(Vec<String>, bool)> = unused
+            .into_iter()
+            .map(|unused| (unused.codes, unused.whole_file))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                (vec!["TL101".to_owned()], false),
+                (vec!["TL108".to_owned()], false),
+                (vec!["TL201".to_owned()], true),
+            ]
+        );
+        // A finding on another line uses a whole-file directive, not a line's.
+        let all = [("TL201", 9), ("TL101", 1), ("TL102", 2), ("TL108", 2)];
+        assert!(s.unused(&all, is_rule).is_empty());
     }
 
     #[test]

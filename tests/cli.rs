@@ -658,6 +658,56 @@ fn a_framework_hook_keeping_device_tensors_is_said_to_run_per_batch_not_in_a_loo
 }
 
 #[test]
+fn suppressions_that_suppress_nothing_are_reported_when_tl002_is_on() {
+    let project = Project::new();
+    let source = "import torch\na = torch.load(\"a.pt\")  # noqa: TL108\n\
+                  b = torch.load(\"b.pt\", map_location=\"cpu\")  # noqa: TL108, E501\n\
+                  c = 1  # torchlint: ignore[TL101]\nd = 2  # noqa\n";
+    project.write("train.py", source);
+    // Off by default.
+    assert_eq!(concise(&project, &[]).findings(), Vec::<String>::new());
+    project.write(
+        "pyproject.toml",
+        "[tool.torchlint]\nextend-select = [\"TL002\"]\n",
+    );
+    let run = project.run(&[
+        "check",
+        "--no-cache",
+        "--output-format",
+        "concise",
+        "train.py",
+    ]);
+    assert_eq!(
+        run.findings(),
+        ["train.py:3:45: TL002", "train.py:4:8: TL002"]
+    );
+    assert!(
+        run.stdout
+            .contains("TL002 unused suppression of `TL108`: no such finding on this line"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn server_help_says_how_to_start_configure_and_watch_it() {
+    let project = Project::new();
+    let help = project.run(&["server", "--help"]);
+    assert_eq!(help.code, 0);
+    for needed in [
+        "VS Code",
+        "Neovim",
+        "initializationOptions",
+        "workspace/didChangeConfiguration",
+        "`select` and `ignore`",
+        "window/logMessage",
+        "torchlint.trace.server",
+    ] {
+        assert!(help.stdout.contains(needed), "{needed}: {}", help.stdout);
+    }
+}
+
+#[test]
 fn config_errors_name_the_file_line_and_key() {
     let project = Project::new();
     project.write("train.py", LOAD);

@@ -484,16 +484,22 @@ fn file_names_that_are_not_utf8_or_hold_control_characters_are_shown_escaped() {
 
     let github = project.run(&["check", "--output-format", "github", "."]);
     let lines: Vec<&str> = github.stdout.lines().collect();
-    assert_eq!(lines.len(), 4, "{}", github.stdout);
+    // The file that could not be read is an annotation too (TL003), its name escaped.
+    assert_eq!(lines.len(), 5, "{}", github.stdout);
     assert!(
         lines[0].contains(",file=bad\\xff.py,line=10,"),
         "{}",
         lines[0]
     );
     assert!(
-        lines[2].contains(",file=new\\nline\\x1b.py,line=10,"),
+        lines[2].contains("TL003 io-error),file=latin\\xe9\\x1b.py,line=1,"),
         "{}",
         lines[2]
+    );
+    assert!(
+        lines[3].contains(",file=new\\nline\\x1b.py,line=10,"),
+        "{}",
+        lines[3]
     );
     assert!(!github.stdout.contains('\u{1b}'));
 
@@ -513,7 +519,10 @@ fn file_names_that_are_not_utf8_or_hold_control_characters_are_shown_escaped() {
         .filter(|node| node.has_tag_name("testsuite"))
         .filter_map(|node| node.attribute("name"))
         .collect();
-    assert_eq!(suites, ["bad\\xff.py", "new\\nline\\x1b.py"]);
+    assert_eq!(
+        suites,
+        ["bad\\xff.py", "latin\\xe9\\x1b.py", "new\\nline\\x1b.py"]
+    );
 
     let json = json_findings(&project);
     let names: Vec<String> = json
@@ -533,6 +542,7 @@ fn file_names_that_are_not_utf8_or_hold_control_characters_are_shown_escaped() {
         [
             "bad\u{FFFD}.py",
             "bad\u{FFFD}.py",
+            "latin\u{FFFD}\u{1b}.py",
             "new\nline\u{1b}.py",
             "new\nline\u{1b}.py"
         ]
@@ -547,7 +557,7 @@ fn file_names_that_are_not_utf8_or_hold_control_characters_are_shown_escaped() {
     assert!(uri.ends_with("/bad%FF.py"), "{uri}");
     let gitlab = project.run(&["check", "--output-format", "gitlab", "."]);
     let gitlab: serde_json::Value = serde_json::from_str(&gitlab.stdout).unwrap();
-    assert_eq!(gitlab.as_array().unwrap().len(), 4);
+    assert_eq!(gitlab.as_array().unwrap().len(), 5);
 }
 
 /// A minified line with thousands of findings: the full format shows a window of the line
@@ -574,4 +584,82 @@ fn full_format_cuts_long_lines_to_what_a_finding_points_at() {
             .any(|l| l.starts_with("2 │ …") && l.ends_with('…')),
         "a line cut on both sides"
     );
+}
+
+/// A path that cannot be linted (missing, not UTF-8) keeps its stderr error and exit status 2,
+/// and is also an entry (TL003) of every machine-readable report, so a CI step reading only the
+/// report shows it as failed; the text formats keep it on stderr alone.
+#[test]
+fn a_path_that_cannot_be_linted_is_an_entry_of_the_machine_formats() {
+    let project = Project::new();
+    project.write("ok.py", "x = 1\n");
+    project.write("latin1.py", b"name = \"caf\xe9\"\n");
+    let args = |format| {
+        vec![
+            "check",
+            "--no-cache",
+            "--output-format",
+            format,
+            ".",
+            "missing.py",
+        ]
+    };
+
+    let json = project.run(&args("json"));
+    assert_eq!(json.code, 2, "{}", json.stderr);
+    assert!(
+        json.stderr
+            .contains("missing.py: no such file or directory"),
+        "{}",
+        json.stderr
+    );
+    let entries: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    let entries = entries.as_array().unwrap();
+    let shown: Vec<(&str, &str)> = entries
+        .iter()
+        .map(|e| {
+            let name = e["filename"].as_str().unwrap();
+            (
+                &name[name.rfind('/').unwrap() + 1..],
+                e["code"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(shown, [("latin1.py", "TL003"), ("missing.py", "TL003")]);
+    assert_eq!(entries[1]["location"]["row"], 1);
+    assert_eq!(
+        entries[1]["message"],
+        "cannot lint this file: no such file or directory"
+    );
+
+    let sarif = project.run(&args("sarif"));
+    let sarif: serde_json::Value = serde_json::from_str(&sarif.stdout).unwrap();
+    assert!(sarif_validator().is_valid(&sarif));
+    assert_eq!(sarif["runs"][0]["results"].as_array().unwrap().len(), 2);
+    for format in ["github", "gitlab", "junit"] {
+        let run = project.run(&args(format));
+        assert_eq!(run.code, 2, "{format}");
+        assert!(
+            run.stdout.matches("TL003").count() >= 2,
+            "{format}: {}",
+            run.stdout
+        );
+    }
+
+    let concise = project.run(&args("concise"));
+    assert_eq!(concise.code, 2);
+    assert!(!concise.stdout.contains("TL003"), "{}", concise.stdout);
+    assert!(concise.stderr.contains("missing.py"), "{}", concise.stderr);
+
+    let ignored = project.run(&[
+        "check",
+        "--no-cache",
+        "--output-format",
+        "json",
+        "--ignore",
+        "TL003",
+        "missing.py",
+    ]);
+    assert_eq!(ignored.code, 2);
+    assert_eq!(ignored.stdout.trim(), "[]");
 }

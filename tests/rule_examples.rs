@@ -119,6 +119,11 @@ fn every_builtin_rule_documents_every_section_and_has_examples_both_ways() {
     for rule in registry.iter() {
         let titles: Vec<&str> = rule.sections().iter().map(|s| s.title.as_str()).collect();
         assert_eq!(titles, torchlint::rule_meta::DOC_SECTIONS, "{}", rule.code);
+        // TL003 reports paths that could not be read: no Python text shows it.
+        if rule.code == "TL003" {
+            assert!(rule.examples().is_empty(), "TL003's examples could not run");
+            continue;
+        }
         for kind in [ExampleKind::Flagged, ExampleKind::NotFlagged] {
             assert!(
                 rule.examples().iter().any(|e| e.kind == kind),

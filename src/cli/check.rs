@@ -12,13 +12,14 @@ use crate::baseline::{self, Baseline};
 use crate::cache::record::Records;
 use crate::cache::{self, Cache};
 use crate::checker::InternalError;
-use crate::diagnostic::FileDiagnostics;
+use crate::diagnostic::{Diagnostic, FileDiagnostics};
 use crate::discovery::{self, FileError, LintTarget, display_path};
+use crate::linter::IO_ERROR;
 use crate::project::run::{self, Outcome};
 use crate::render::{self, OutputFormat, Report};
 use crate::rule_meta::RuleMeta;
 use crate::settings::Settings;
-use crate::source;
+use crate::source::{self, SourceFile};
 
 pub fn run(args: CheckArgs) -> u8 {
     crate::checker::install_panic_hook();
@@ -67,6 +68,9 @@ pub fn run(args: CheckArgs) -> u8 {
     }
 
     let mut errors: Vec<FileError> = Vec::new();
+    // The paths that could not be linted (missing, unreadable, not text): also entries of the
+    // machine-readable reports (TL003).
+    let mut unlintable: Vec<FileError> = Vec::new();
     let mut outcomes = Vec::new();
     let mut settings_used: Vec<Arc<Settings>> = Vec::new();
     let mut cache: Option<Cache> = None;
@@ -121,6 +125,7 @@ pub fn run(args: CheckArgs) -> u8 {
             discovery::Named::Linted
         };
         let discovered = discovery::discover_with(&paths, &resolver, named);
+        unlintable.extend(discovered.errors.iter().cloned());
         errors.extend(discovered.errors.into_iter().map(|mut error| {
             if args.paths.contains(&error.path) && looks_like_a_subcommand(&error.path) {
                 error.message.push_str(SUBCOMMANDS_HINT);
@@ -245,7 +250,10 @@ pub fn run(args: CheckArgs) -> u8 {
             }
             Outcome::Clean => {}
             Outcome::Parsed => parsed += 1,
-            Outcome::Failed(error) => errors.push(error),
+            Outcome::Failed(error) => {
+                unlintable.push(error.clone());
+                errors.push(error);
+            }
         }
     }
 
@@ -294,6 +302,15 @@ pub fn run(args: CheckArgs) -> u8 {
     }
 
     let rules = enabled_rules(&settings_used);
+    // A CI step that reads only the report sees the files it could not lint as failed, not
+    // clean; the text formats have them on stderr (as every format does).
+    if !matches!(
+        args.output_format,
+        OutputFormat::Full | OutputFormat::Concise
+    ) {
+        files.extend(unlintable_entries(&unlintable, &resolver));
+        files.sort_by(|a, b| a.source.name().cmp(b.source.name()));
+    }
     let report = Report {
         files: &files,
         rules: &rules,
@@ -336,6 +353,30 @@ pub fn run(args: CheckArgs) -> u8 {
     }
     let findings_status = if count > 0 && !args.exit_zero { 1 } else { 0 };
     report_errors(&errors, &internal, findings_status)
+}
+
+/// TL003 (`io-error`) entries for the paths that could not be linted, where the settings of
+/// the path enable it: at line 1, with the error as the message (Ruff's `E902`).
+fn unlintable_entries(
+    unlintable: &[FileError],
+    resolver: &crate::settings::resolver::Resolver,
+) -> Vec<FileDiagnostics> {
+    unlintable
+        .iter()
+        .filter_map(|error| {
+            let settings = resolver.for_file(&error.path).ok()?;
+            if !settings.is_enabled(IO_ERROR) {
+                return None;
+            }
+            let rule = settings.registry.get(IO_ERROR)?;
+            let message = format!("{}: {}", rule.message, error.message);
+            let source = SourceFile::new(display_path(&error.path), String::new());
+            Some(FileDiagnostics {
+                source: Arc::new(source),
+                diagnostics: vec![Diagnostic::new(rule, message, 0..0)],
+            })
+        })
+        .collect()
 }
 
 fn enabled_rules(settings: &[Arc<Settings>]) -> Vec<Arc<RuleMeta>> {

@@ -43,6 +43,27 @@ enum Command {
     /// errors).
     Probe(probe::ProbeArgs),
     /// Serve diagnostics to editors over the Language Server Protocol (stdio).
+    ///
+    /// LSP 3.17 over stdin and stdout; start it as the editor's language server for Python
+    /// files, with no arguments. Tested clients: VS Code (the extension in editors/vscode) and
+    /// Neovim, 0.7 and later (editors/neovim); any LSP client can start `torchlint server`
+    /// (editors/README.md).
+    ///
+    /// It offers diagnostics as you type, a quick fix to ignore a finding on its line, the
+    /// rule's fix where it has one, and the rule's documentation on hover. Each open file is
+    /// linted with its project's files as context and the project's config files
+    /// (`.torchlint.toml`, `torchlint.toml`, `pyproject.toml`), reloaded when they change.
+    ///
+    /// Settings, as `initializationOptions` or under `torchlint` in
+    /// `workspace/didChangeConfiguration`: `select` and `ignore`, lists of rule codes or
+    /// prefixes (`{"select": ["TL1"], "ignore": ["TL104"]}`), applied over the config files as
+    /// `--select`/`--ignore` are.
+    ///
+    /// Logging: the server sends its own lines (a file it cannot lint, a rule that failed) as
+    /// `window/logMessage`, which clients show in their log (VS Code: Output, torchlint;
+    /// Neovim: `:LspLog`). To see every message exchanged, turn on the client's trace (VS Code:
+    /// `"torchlint.trace.server": "verbose"`; Neovim: `vim.lsp.set_log_level("debug")`). Stdout
+    /// carries the protocol and nothing else.
     Server,
     /// Remove the result caches (`.torchlint_cache`) under the given folders.
     ///
