@@ -708,6 +708,66 @@ fn server_help_says_how_to_start_configure_and_watch_it() {
 }
 
 #[test]
+fn show_settings_says_which_config_rules_and_options_a_file_gets() {
+    let project = Project::new();
+    project.write("train.py", LOAD);
+    project.write(
+        "pyproject.toml",
+        "[tool.torchlint]\nextend-exclude = [\"gen/\"]\n\
+         per-file-ignores = { \"train.py\" = [\"TL108\"] }\n\
+         [tool.torchlint.empty-cache-in-loop]\nmax-gated-interval = 100\n",
+    );
+    let run = project.run(&["check", "--show-settings", "train.py"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let out = &run.stdout;
+    for needed in [
+        "Settings for train.py",
+        "pyproject.toml",
+        "TL108 load-without-map-location (off in this file: per-file-ignores)",
+        "TL101 eval-without-no-grad\n",
+        ", gen/",
+        "\"train.py\" = [\"TL108\"]",
+        "TL201 empty-cache-in-loop.max-gated-interval = 100\n",
+        "TL201 empty-cache-in-loop.extra-functions = [] (default)",
+    ] {
+        assert!(out.contains(needed), "{needed}: {out}");
+    }
+    // It lints nothing.
+    assert!(!out.contains("Found"), "{out}");
+}
+
+#[test]
+fn excludes_and_per_file_ignores_can_be_given_on_the_command_line() {
+    let project = Project::new();
+    project.write("train.py", LOAD);
+    project.write("gen/data.py", LOAD);
+    project.write("tests/test_io.py", LOAD);
+    project.write("pyproject.toml", "[tool.torchlint]\n");
+    let all = concise(&project, &[]);
+    assert_eq!(all.findings().len(), 3, "{}", all.stdout);
+    let run = concise(
+        &project,
+        &[
+            "--extend-exclude",
+            "gen",
+            "--per-file-ignores",
+            "tests/*:TL108",
+        ],
+    );
+    assert_eq!(run.findings(), ["train.py:2:9: TL108"], "{}", run.stderr);
+    // Over the config's lists, as the config's own keys would be.
+    project.write(
+        "pyproject.toml",
+        "[tool.torchlint]\nper-file-ignores = { \"train.py\" = [\"TL108\"] }\n",
+    );
+    let run = concise(&project, &["--per-file-ignores", "gen/*:TL1"]);
+    assert_eq!(run.findings(), ["tests/test_io.py:2:9: TL108"]);
+    let bad = concise(&project, &["--per-file-ignores", "tests/*"]);
+    assert_eq!(bad.code, 2);
+    assert!(bad.stderr.contains("PATTERN:RULE"), "{}", bad.stderr);
+}
+
+#[test]
 fn config_errors_name_the_file_line_and_key() {
     let project = Project::new();
     project.write("train.py", LOAD);

@@ -389,14 +389,17 @@ static SETTINGS: LazyLock<Settings> = LazyLock::new(|| {
     Settings::defaults(repository(), &every_rule).unwrap()
 });
 
-const FORMATS: [OutputFormat; 7] = [
+const FORMATS: [OutputFormat; 10] = [
     OutputFormat::Full,
     OutputFormat::Concise,
     OutputFormat::Json,
+    OutputFormat::JsonLines,
     OutputFormat::Sarif,
     OutputFormat::Github,
     OutputFormat::Gitlab,
     OutputFormat::Junit,
+    OutputFormat::Pylint,
+    OutputFormat::Rdjson,
 ];
 
 /// Lints one file's bytes alone and checks the outcome and every format's output.
@@ -456,11 +459,21 @@ fn check_formats(file: FileDiagnostics) -> Result<(), TestCaseError> {
         let text = String::from_utf8(out)
             .map_err(|_| TestCaseError::fail(format!("{format:?}: not UTF-8")))?;
         match format {
-            OutputFormat::Json | OutputFormat::Sarif | OutputFormat::Gitlab => {
+            OutputFormat::Json
+            | OutputFormat::Sarif
+            | OutputFormat::Gitlab
+            | OutputFormat::Rdjson => {
                 let value: Result<serde_json::Value, _> = serde_json::from_str(&text);
                 prop_assert!(value.is_ok(), "{format:?} is not JSON: {text}");
             }
-            OutputFormat::Concise | OutputFormat::Github => {
+            OutputFormat::JsonLines => {
+                prop_assert_eq!(text.lines().count(), findings, "{:?}:\n{}", format, text);
+                for line in text.lines() {
+                    let value: Result<serde_json::Value, _> = serde_json::from_str(line);
+                    prop_assert!(value.is_ok(), "a JSON line is not JSON: {line}");
+                }
+            }
+            OutputFormat::Concise | OutputFormat::Github | OutputFormat::Pylint => {
                 // One line per finding: what line-oriented CI tools rely on.
                 prop_assert_eq!(text.lines().count(), findings, "{:?}:\n{}", format, text);
             }

@@ -57,6 +57,35 @@ fn json() {
 }
 
 #[test]
+fn json_lines() {
+    let (code, stdout) = run("json-lines");
+    assert_eq!(code, 1);
+    // The JSON format's objects, one per line.
+    let (_, json) = run("json");
+    let array: Vec<serde_json::Value> = serde_json::from_str(&json).unwrap();
+    let lines: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines, array);
+    insta::assert_snapshot!(stdout);
+}
+
+#[test]
+fn pylint() {
+    let (code, stdout) = run("pylint");
+    assert_eq!(code, 1);
+    insta::assert_snapshot!(stdout);
+}
+
+#[test]
+fn rdjson() {
+    let (code, stdout) = run("rdjson");
+    assert_eq!(code, 1);
+    insta::assert_snapshot!(stdout);
+}
+
+#[test]
 fn github() {
     let (code, stdout) = run("github");
     assert_eq!(code, 1);
@@ -131,8 +160,17 @@ fn sarif_is_valid_against_the_official_schema() {
 
 use common::Project;
 
-const FORMATS: [&str; 7] = [
-    "full", "concise", "json", "sarif", "github", "gitlab", "junit",
+const FORMATS: [&str; 10] = [
+    "full",
+    "concise",
+    "json",
+    "json-lines",
+    "sarif",
+    "github",
+    "gitlab",
+    "junit",
+    "pylint",
+    "rdjson",
 ];
 
 /// A name with XML markup, characters XML 1.0 cannot carry (U+FFFE, U+FFFF, U+0001) and an
@@ -221,6 +259,18 @@ fn every_format_survives_hostile_names_and_messages() {
                     .unwrap_or_else(|e| panic!("{format} output does not parse: {e}\n{out}"));
                 assert_eq!(parsed.as_array().unwrap().len(), n, "{format}");
             }
+            "json-lines" => {
+                for line in out.lines() {
+                    serde_json::from_str::<serde_json::Value>(line)
+                        .unwrap_or_else(|e| panic!("a JSON line does not parse: {e}\n{line}"));
+                }
+                assert_eq!(out.lines().count(), n, "{out}");
+            }
+            "rdjson" => {
+                let parsed: serde_json::Value = serde_json::from_str(out)
+                    .unwrap_or_else(|e| panic!("rdjson output does not parse: {e}\n{out}"));
+                assert_eq!(parsed["diagnostics"].as_array().unwrap().len(), n);
+            }
             "sarif" => {
                 let parsed: serde_json::Value = serde_json::from_str(out)
                     .unwrap_or_else(|e| panic!("SARIF output does not parse: {e}\n{out}"));
@@ -261,7 +311,7 @@ fn every_format_survives_hostile_names_and_messages() {
                     "{message:?}"
                 );
             }
-            "concise" | "github" => {
+            "concise" | "github" | "pylint" => {
                 let lines: Vec<&str> = out
                     .lines()
                     .filter(|line| !line.starts_with("Found "))

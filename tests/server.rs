@@ -327,7 +327,7 @@ fn code_action_inserts_a_suppression_that_silences_the_finding() {
 }
 
 #[test]
-fn hover_shows_the_rule_documentation() {
+fn hover_shows_the_finding_its_fix_and_a_link_to_the_rule_page() {
     let mut client = Client::start(Value::Null);
     client.open(EVAL_HAZARD);
     client.diagnostics();
@@ -339,8 +339,23 @@ fn hover_shows_the_rule_documentation() {
     let value = response["result"]["contents"]["value"]
         .as_str()
         .unwrap_or_default();
-    assert!(value.contains("TL102"), "{response}");
-    assert!(value.contains("## Why it costs memory"), "{value}");
+    assert!(
+        value.contains("**TL102 `tensor-accumulated`**"),
+        "{response}"
+    );
+    // What this finding found, the fix, and where the rest is; not the whole rule page.
+    assert!(
+        value.contains("accumulates `loss` with its autograd graph"),
+        "{value}"
+    );
+    assert!(value.contains("**Fix:** accumulate a number"), "{value}");
+    assert!(value.contains("`torchlint rule TL102`"), "{value}");
+    assert!(
+        value.contains("rules/memory/tensor-accumulated.md)"),
+        "{value}"
+    );
+    assert!(!value.contains("## Why it costs memory"), "{value}");
+    assert!(value.len() < 1500, "{} characters: {value}", value.len());
     let response = client.request(
         "textDocument/hover",
         json!({ "textDocument": { "uri": uri }, "position": { "line": 0, "character": 1 } }),
@@ -382,6 +397,133 @@ fn config_file_changes_are_picked_up() {
     );
     let (_, found) = client.diagnostics();
     assert_eq!(found, [("TL101".to_owned(), 9, 21)]);
+}
+
+#[test]
+fn a_config_saved_broken_is_shown_once_and_the_last_good_settings_stay() {
+    let mut client = Client::start(Value::Null);
+    let config = client._dir.path().join("pyproject.toml");
+    std::fs::write(&config, "[tool.torchlint]\nignore = [\"TL102\"]\n").unwrap();
+    client.open(EVAL_HAZARD);
+    let first = client.uri.clone();
+    assert_eq!(client.codes_of(&first), ["TL101"]);
+    let second = client.open_file("eval2.py", EVAL_HAZARD);
+    assert_eq!(client.codes_of(&second), ["TL101"]);
+
+    std::fs::write(&config, "[tool.torchlint]\nignore = [\"TL102\"\n").unwrap();
+    let config_uri = url::Url::from_file_path(&config).unwrap().to_string();
+    client.notify(
+        "workspace/didChangeWatchedFiles",
+        json!({ "changes": [{ "uri": config_uri, "type": 2 }] }),
+    );
+    // Both documents keep their findings under the last settings; one message says why.
+    let (mut shown, mut published) = (Vec::new(), std::collections::HashMap::new());
+    while published.len() < 2 {
+        let message = client.wait_for(|m| {
+            m["method"] == "window/showMessage" || m["method"] == "textDocument/publishDiagnostics"
+        });
+        if message["method"] == "window/showMessage" {
+            shown.push(message["params"]["message"].as_str().unwrap().to_owned());
+        } else {
+            let codes: Vec<String> = message["params"]["diagnostics"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d["code"].as_str().unwrap().to_owned())
+                .collect();
+            published.insert(message["params"]["uri"].as_str().unwrap().to_owned(), codes);
+        }
+    }
+    assert_eq!(published[&first], ["TL101"], "{published:?}");
+    assert_eq!(published[&second], ["TL101"], "{published:?}");
+    // Edits go on being linted, still without a message each.
+    client.replace_text(&first, 2, EVAL_HAZARD);
+    loop {
+        let message = client.wait_for(|m| {
+            m["method"] == "window/showMessage" || m["method"] == "textDocument/publishDiagnostics"
+        });
+        if message["method"] == "window/showMessage" {
+            shown.push(message["params"]["message"].as_str().unwrap().to_owned());
+        } else if message["params"]["uri"] == first.as_str() {
+            assert_eq!(
+                message["params"]["diagnostics"][0]["code"], "TL101",
+                "{message}"
+            );
+            break;
+        }
+    }
+    assert_eq!(shown.len(), 1, "{shown:#?}");
+    assert!(shown[0].contains("pyproject.toml"), "{}", shown[0]);
+}
+
+#[test]
+fn diagnostics_can_be_pulled_per_document_and_for_the_workspace() {
+    let mut client = Client::start(Value::Null);
+    let dir = client._dir.path().to_owned();
+    std::fs::write(dir.join("pyproject.toml"), "[tool.torchlint]\n").unwrap();
+    // A file of the project that is not open, with findings of its own.
+    std::fs::write(dir.join("other.py"), EVAL_HAZARD).unwrap();
+    client.open(EVAL_HAZARD);
+    let uri = client.uri.clone();
+    assert_eq!(client.codes_of(&uri), ["TL101", "TL102"]);
+
+    let pulled = client.request(
+        "textDocument/diagnostic",
+        json!({ "textDocument": { "uri": uri } }),
+    );
+    let report = &pulled["result"];
+    assert_eq!(report["kind"], "full", "{pulled}");
+    let codes: Vec<&str> = report["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(codes, ["TL101", "TL102"]);
+    let result_id = report["resultId"].as_str().unwrap().to_owned();
+    let again = client.request(
+        "textDocument/diagnostic",
+        json!({ "textDocument": { "uri": uri }, "previousResultId": result_id }),
+    );
+    assert_eq!(again["result"]["kind"], "unchanged", "{again}");
+
+    let workspace = client.request("workspace/diagnostic", json!({ "previousResultIds": [] }));
+    let items = workspace["result"]["items"].as_array().unwrap();
+    let mut uris: Vec<&str> = items.iter().map(|i| i["uri"].as_str().unwrap()).collect();
+    uris.sort_unstable();
+    let other = url::Url::from_file_path(dir.join("other.py"))
+        .unwrap()
+        .to_string();
+    let mut expected = [other.as_str(), uri.as_str()];
+    expected.sort_unstable();
+    assert_eq!(uris, expected, "{workspace}");
+    for item in items {
+        assert_eq!(item["kind"], "full");
+        assert_eq!(item["items"].as_array().unwrap().len(), 2, "{item}");
+    }
+
+    // Besides the line, a finding's rule can be silenced for the whole file.
+    let actions = client.request(
+        "textDocument/codeAction",
+        json!({
+            "textDocument": { "uri": uri },
+            "range": range((9, 21), (9, 21)),
+            "context": { "diagnostics": [] },
+        }),
+    );
+    let file_action = actions["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["title"] == "Ignore TL101 for this file")
+        .unwrap_or_else(|| panic!("{actions}"))
+        .clone();
+    let edit = &file_action["edit"]["changes"][&uri][0];
+    assert_eq!(
+        edit["newText"], "# torchlint: ignore-file[TL101]\n",
+        "{edit}"
+    );
+    assert_eq!(edit["range"]["start"], json!({ "line": 0, "character": 0 }));
 }
 
 #[test]

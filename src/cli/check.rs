@@ -132,6 +132,9 @@ pub fn run(args: CheckArgs) -> u8 {
             }
             error
         }));
+        if args.show_settings {
+            return show_settings(&discovered.targets, &errors, args.output_file.as_deref());
+        }
         if args.show_files {
             return show_files(&discovered.targets, &errors, args.output_file.as_deref());
         }
@@ -504,6 +507,78 @@ fn looks_like_a_subcommand(path: &Path) -> bool {
 }
 
 /// `--show-files`: the files a run would lint, one per line, sorted.
+/// `--show-settings`: the effective settings of the first file found, as Ruff's flag shows
+/// them, in words.
+fn show_settings(targets: &[LintTarget], errors: &[FileError], output: Option<&Path>) -> u8 {
+    let Some(target) = targets.first() else {
+        print_error("no file to show the settings of: the paths given hold no Python file");
+        return report_errors(errors, &[], 2);
+    };
+    let settings = &target.settings;
+    let mut out = String::new();
+    let path = crate::escape::path(&display_path(&target.path));
+    out.push_str(&format!("Settings for {path}\n"));
+    out.push_str(&format!(
+        "  config file: {}\n",
+        settings
+            .config_path
+            .as_deref()
+            .map_or_else(|| "none (the defaults)".to_owned(), crate::escape::path)
+    ));
+    out.push_str(&format!(
+        "  project root: {}\n",
+        crate::escape::path(&settings.project_root)
+    ));
+    let rules = settings.enabled_rules();
+    out.push_str(&format!("  enabled rules ({}):\n", rules.len()));
+    for rule in rules {
+        let off = if settings.is_ignored_for_file(&target.path, rule) {
+            " (off in this file: per-file-ignores)"
+        } else {
+            ""
+        };
+        out.push_str(&format!("    {} {}{off}\n", rule.code, rule.name));
+    }
+    let excludes: Vec<&str> = settings.exclude_patterns().collect();
+    out.push_str(&format!("  exclude: {}\n", excludes.join(", ")));
+    out.push_str("  per-file-ignores:");
+    let mut any = false;
+    for (pattern, selectors) in settings.per_file_ignore_patterns() {
+        any = true;
+        let quoted: Vec<String> = selectors.iter().map(|s| format!("\"{s}\"")).collect();
+        out.push_str(&format!("\n    \"{pattern}\" = [{}]", quoted.join(", ")));
+    }
+    out.push_str(if any { "\n" } else { " none\n" });
+    out.push_str("  rule options:\n");
+    for rule in rules {
+        for option in &rule.options {
+            let value = settings
+                .rule_option(rule, &option.name)
+                .map_or_else(String::new, |value| value.to_string());
+            let origin = if settings.sets_rule_option(rule, &option.name) {
+                ""
+            } else {
+                " (default)"
+            };
+            out.push_str(&format!(
+                "    {} {}.{} = {value}{origin}\n",
+                rule.code, rule.name, option.name
+            ));
+        }
+    }
+    out.push_str(&format!(
+        "  context files over {} bytes are not read\n",
+        settings.context_size_limit
+    ));
+    if let Err(error) = emit(out.as_bytes(), output)
+        && error.kind() != io::ErrorKind::BrokenPipe
+    {
+        print_error(&error.to_string());
+        return 2;
+    }
+    report_errors(errors, &[], 0)
+}
+
 fn show_files(targets: &[LintTarget], errors: &[FileError], output: Option<&Path>) -> u8 {
     let mut listing = Vec::new();
     for target in targets {

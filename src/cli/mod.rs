@@ -49,10 +49,12 @@ enum Command {
     /// Neovim, 0.7 and later (editors/neovim); any LSP client can start `torchlint server`
     /// (editors/README.md).
     ///
-    /// It offers diagnostics as you type, a quick fix to ignore a finding on its line, the
-    /// rule's fix where it has one, and the rule's documentation on hover. Each open file is
-    /// linted with its project's files as context and the project's config files
-    /// (`.torchlint.toml`, `torchlint.toml`, `pyproject.toml`), reloaded when they change.
+    /// It offers diagnostics as you type (pushed, or pulled: `textDocument/diagnostic`,
+    /// `workspace/diagnostic`), quick fixes to ignore a finding on its line or its rule in the
+    /// file, the rule's fix where it has one, and on hover the finding, its fix and a link to
+    /// the rule's page. Each open file is linted with its project's files as context and the
+    /// project's config files (`.torchlint.toml`, `torchlint.toml`, `pyproject.toml`),
+    /// reloaded when they change.
     ///
     /// Settings, as `initializationOptions` or under `torchlint` in
     /// `workspace/didChangeConfiguration`: `select` and `ignore`, lists of rule codes or
@@ -102,6 +104,16 @@ pub struct RuleSelection {
     /// Use this config file for every file, instead of discovering one per folder.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Exclusion patterns replacing the configured ones (and the built-in list).
+    #[arg(long, value_delimiter = ',', value_name = "PATTERNS")]
+    pub exclude: Option<Vec<String>>,
+    /// Exclusion patterns added to the configured ones.
+    #[arg(long, value_delimiter = ',', value_name = "PATTERNS")]
+    pub extend_exclude: Vec<String>,
+    /// Rules to turn off in files matching a pattern, added to the configured
+    /// `per-file-ignores`: `PATTERN:RULE`, comma-separated (`'tests/*:TL108,*.ipynb:TL2'`).
+    #[arg(long, value_delimiter = ',', value_name = "PATTERN:RULE")]
+    pub per_file_ignores: Vec<String>,
 }
 
 impl RuleSelection {
@@ -109,10 +121,26 @@ impl RuleSelection {
     pub fn resolver(
         &self,
     ) -> Result<crate::settings::resolver::Resolver, crate::discovery::FileError> {
+        // `PATTERN:RULE` pairs, grouped by pattern in the order given.
+        let mut per_file_ignores: Vec<(String, Vec<String>)> = Vec::new();
+        for pair in &self.per_file_ignores {
+            let Some((pattern, rule)) = pair.rsplit_once(':') else {
+                return Err(crate::discovery::FileError::command_line(format!(
+                    "--per-file-ignores takes PATTERN:RULE pairs, like `tests/*:TL108`; `{pair}` has no `:`"
+                )));
+            };
+            match per_file_ignores.iter_mut().find(|(p, _)| p == pattern) {
+                Some((_, rules)) => rules.push(rule.to_owned()),
+                None => per_file_ignores.push((pattern.to_owned(), vec![rule.to_owned()])),
+            }
+        }
         let overrides = crate::settings::CliOverrides {
             select: self.select.clone(),
             extend_select: self.extend_select.clone(),
             ignore: self.ignore.clone(),
+            exclude: self.exclude.clone(),
+            extend_exclude: self.extend_exclude.clone(),
+            per_file_ignores,
         };
         crate::settings::resolver::Resolver::new(overrides, self.config.as_deref())
     }
@@ -161,6 +189,10 @@ pub struct CheckArgs {
     /// Print the files that would be linted, and exit.
     #[arg(long)]
     pub show_files: bool,
+    /// Print the settings the first file found is linted with (which config file, the
+    /// enabled rules, excludes, per-file ignores, rule options), then exit.
+    #[arg(long, conflicts_with = "show_files")]
+    pub show_settings: bool,
     /// Neither read nor write the result cache.
     #[arg(long)]
     pub no_cache: bool,

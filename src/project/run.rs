@@ -490,6 +490,11 @@ impl Session {
         session
     }
 
+    /// How many files the session holds (indices `0..files()`).
+    pub fn files(&self) -> usize {
+        self.targets.len()
+    }
+
     /// The index of a file of the session.
     pub fn file(&self, path: &Path) -> Option<usize> {
         self.index.get(path).copied()

@@ -1,6 +1,7 @@
 //! A JSON array with Ruff's field names (`code`, `message`, `filename`, `location`,
 //! `end_location`, `fix`, `url`, `noqa_row`, `cell`), plus `name` and `severity`. In a
 //! notebook, as in Ruff, `cell` is the 1-based cell number and every row is the cell's.
+//! `json-lines` writes the same objects, one per line.
 
 use std::io::{self, Write};
 
@@ -55,7 +56,22 @@ struct JsonEdit<'a> {
 }
 
 pub fn render(report: &Report<'_>, out: &mut dyn Write) -> io::Result<()> {
-    let diagnostics: Vec<JsonDiagnostic<'_>> = report
+    serde_json::to_writer_pretty(&mut *out, &entries(report))?;
+    writeln!(out)
+}
+
+/// JSON Lines: each finding's object on a line of its own (a stream a tool can read as it
+/// comes, or `grep`).
+pub fn render_lines(report: &Report<'_>, out: &mut dyn Write) -> io::Result<()> {
+    for entry in entries(report) {
+        serde_json::to_writer(&mut *out, &entry)?;
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+fn entries<'r>(report: &'r Report<'_>) -> Vec<JsonDiagnostic<'r>> {
+    report
         .diagnostics()
         .map(|(source, diagnostic)| {
             let (start, end) = span(source, diagnostic);
@@ -85,9 +101,7 @@ pub fn render(report: &Report<'_>, out: &mut dyn Write) -> io::Result<()> {
                 url: diagnostic.rule.url(),
             }
         })
-        .collect();
-    serde_json::to_writer_pretty(&mut *out, &diagnostics)?;
-    writeln!(out)
+        .collect()
 }
 
 fn location(source: &SourceFile, offset: usize) -> JsonLocation {

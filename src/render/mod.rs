@@ -1,5 +1,6 @@
 //! Renderers: the same diagnostics as rich terminal output, one line each, Ruff-compatible
-//! JSON, SARIF 2.1.0, GitHub Actions annotations, GitLab Code Quality JSON or JUnit XML. Rendering never looks back at the tree.
+//! JSON (or JSON Lines), SARIF 2.1.0, GitHub Actions annotations, GitLab Code Quality JSON,
+//! JUnit XML, Pylint's parseable lines or reviewdog's rdjson. Rendering never looks back at the tree.
 
 mod concise;
 mod excerpt;
@@ -8,6 +9,8 @@ mod github;
 mod gitlab;
 mod json;
 mod junit;
+mod pylint;
+mod rdjson;
 mod sarif;
 
 use std::io::{self, Write};
@@ -28,6 +31,8 @@ pub enum OutputFormat {
     Concise,
     /// A JSON array with Ruff's field names.
     Json,
+    /// The JSON format's objects, one per line.
+    JsonLines,
     /// SARIF 2.1.0, for code scanning.
     Sarif,
     /// GitHub Actions workflow annotations.
@@ -36,6 +41,10 @@ pub enum OutputFormat {
     Gitlab,
     /// JUnit XML, one test case per finding.
     Junit,
+    /// Pylint's parseable format: `path:line: [CODE] message`.
+    Pylint,
+    /// Reviewdog Diagnostic Format JSON, fixes as suggestions.
+    Rdjson,
 }
 
 /// What the renderers need: the findings per file (sorted), and the rules that were enabled
@@ -73,6 +82,9 @@ pub fn render(
         OutputFormat::Github => github::render(report, out),
         OutputFormat::Gitlab => gitlab::render(report, out),
         OutputFormat::Junit => junit::render(report, out),
+        OutputFormat::JsonLines => json::render_lines(report, out),
+        OutputFormat::Pylint => pylint::render(report, out),
+        OutputFormat::Rdjson => rdjson::render(report, out),
     }
 }
 

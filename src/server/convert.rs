@@ -89,7 +89,55 @@ pub fn code_actions(
             false,
         ));
     }
+    // Then, once per rule, the whole file.
+    let mut codes: Vec<&str> = Vec::new();
+    for diagnostic in found.iter().filter(|d| touches(&d.range, &wanted)) {
+        let code = diagnostic.rule.code.as_str();
+        if codes.contains(&code) {
+            continue;
+        }
+        codes.push(code);
+        actions.push(action(
+            format!("Ignore {code} for this file"),
+            uri,
+            vec![file_suppression_edit(document, code, encoding)],
+            &self::diagnostic(diagnostic, document, uri, encoding),
+            false,
+        ));
+    }
     actions
+}
+
+/// `# torchlint: ignore-file[TL102]` near the top: the code added to such a comment in the
+/// file's first lines, else a new line after a shebang and a coding declaration.
+fn file_suppression_edit(document: &Document, code: &str, encoding: Encoding) -> TextEdit {
+    const DIRECTIVE: &str = "# torchlint: ignore-file[";
+    let at = |offset: usize| document.position(offset, encoding);
+    let mut insert_at = 0;
+    for (row, line) in document.text.split_inclusive('\n').take(10).enumerate() {
+        let start = document.line(row).start;
+        if let Some(found) = line.find(DIRECTIVE)
+            && let Some(close) = line[found..].find(']')
+        {
+            let end = start + found + close;
+            let listed = line[found + DIRECTIVE.len()..found + close].trim();
+            let insert = if listed.is_empty() {
+                code.to_owned()
+            } else {
+                format!(", {code}")
+            };
+            return TextEdit::new(Range::new(at(end), at(end)), insert);
+        }
+        let header = (row == 0 && line.starts_with("#!"))
+            || (row < 2 && line.starts_with('#') && line.contains("coding"));
+        if header && insert_at == start {
+            insert_at = start + line.len();
+        }
+    }
+    TextEdit::new(
+        Range::new(at(insert_at), at(insert_at)),
+        format!("{DIRECTIVE}{code}]\n"),
+    )
 }
 
 fn action(
@@ -180,17 +228,12 @@ pub fn hover(
         .filter(|d| d.range.start <= offset && offset <= d.range.end)
         .collect();
     let first = here.first()?;
-    let mut seen = Vec::new();
     let mut text = String::new();
     for diagnostic in &here {
-        if seen.contains(&diagnostic.rule.code) {
-            continue;
-        }
-        seen.push(diagnostic.rule.code.clone());
         if !text.is_empty() {
             text.push_str("\n\n---\n\n");
         }
-        text.push_str(&diagnostic.rule.markdown());
+        text.push_str(&hover_text(diagnostic));
     }
     Some(Hover {
         contents: HoverContents::Markup(MarkupContent {
@@ -199,6 +242,31 @@ pub fn hover(
         }),
         range: Some(document.range(&first.range, encoding)),
     })
+}
+
+/// One finding as a hover shows it: the rule and what it flags, what this finding found, the
+/// fix, and where the whole page is (a hover is a glance; the page is `torchlint rule`'s).
+fn hover_text(diagnostic: &Diagnostic) -> String {
+    let rule = &diagnostic.rule;
+    let mut text = format!(
+        "**{} `{}`** ({})\n\n{}\n\n{}",
+        rule.code,
+        rule.name,
+        rule.severity.as_str(),
+        rule.summary(),
+        diagnostic.message
+    );
+    if let Some(fix) = &diagnostic.fix {
+        text.push_str(&format!("\n\n**Fix:** {}", fix.message));
+    } else if let Some(help) = &rule.help {
+        text.push_str(&format!("\n\n**Fix:** {help}"));
+    }
+    let page = match rule.url() {
+        Some(url) => format!("[the rule's documentation]({url}), or "),
+        None => String::new(),
+    };
+    text.push_str(&format!("\n\nMore: {page}`torchlint rule {}`", rule.code));
+    text
 }
 
 fn touches(found: &std::ops::Range<usize>, wanted: &std::ops::Range<usize>) -> bool {

@@ -12,7 +12,7 @@ mod projects;
 mod reclaim;
 mod transport;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -60,6 +60,12 @@ struct Server {
     can_watch_files: bool,
     reclaimer: Reclaimer,
     projects: Projects,
+    /// Each document's last settings that resolved: a config file saved broken leaves its
+    /// documents linted as before, not bare, until it is fixed.
+    last_settings: HashMap<String, Arc<Settings>>,
+    /// The config errors shown since the settings were last read: one message per error, not
+    /// one per open document.
+    shown_errors: HashSet<String>,
 }
 
 /// A document with what its last lint found (for code actions and hover).
@@ -156,6 +162,8 @@ impl Server {
             can_watch_files,
             reclaimer: Reclaimer::start(),
             projects: Projects::default(),
+            last_settings: HashMap::new(),
+            shown_errors: HashSet::new(),
         };
         let result = serde_json::json!({
             "capabilities": {
@@ -163,6 +171,13 @@ impl Server {
                 "textDocumentSync": { "openClose": true, "change": 2, "save": { "includeText": false } },
                 "codeActionProvider": { "codeActionKinds": ["quickfix"] },
                 "hoverProvider": true,
+                // Pulled (LSP 3.17) as well as pushed; a document's findings may change with
+                // another file of its project.
+                "diagnosticProvider": {
+                    "identifier": "torchlint",
+                    "interFileDependencies": true,
+                    "workspaceDiagnostics": true,
+                },
             },
             "serverInfo": { "name": "torchlint", "version": env!("CARGO_PKG_VERSION") },
         });
@@ -237,6 +252,20 @@ impl Server {
             lsp_types::request::CodeActionRequest::METHOD => {
                 match serde_json::from_value::<CodeActionParams>(request.params) {
                     Ok(params) => Response::new_ok(id, self.code_actions(&params)),
+                    Err(error) => invalid_params(id, &error),
+                }
+            }
+            lsp_types::request::DocumentDiagnosticRequest::METHOD => {
+                match serde_json::from_value::<lsp_types::DocumentDiagnosticParams>(request.params)
+                {
+                    Ok(params) => Response::new_ok(id, self.document_diagnostics(&params)),
+                    Err(error) => invalid_params(id, &error),
+                }
+            }
+            lsp_types::request::WorkspaceDiagnosticRequest::METHOD => {
+                match serde_json::from_value::<lsp_types::WorkspaceDiagnosticParams>(request.params)
+                {
+                    Ok(params) => Response::new_ok(id, self.workspace_diagnostics(&params)),
                     Err(error) => invalid_params(id, &error),
                 }
             }
@@ -367,6 +396,7 @@ impl Server {
 
     fn reload(&mut self, dirty: &mut Vec<String>) {
         self.resolver = Arc::new(resolver_for(&self.client));
+        self.shown_errors.clear();
         self.projects.clear();
         for key in self.documents.keys() {
             mark(dirty, key.clone());
@@ -472,6 +502,8 @@ impl Server {
         let mut keys = Vec::new();
         let mut open = Vec::new();
         for (key, target) in members {
+            self.last_settings
+                .insert(key.clone(), Arc::clone(&target.settings));
             let document = &self.documents[&key].document;
             open.push(OpenFile {
                 target,
@@ -518,16 +550,43 @@ impl Server {
     /// Lints a document by itself, re-parsing incrementally from its last tree.
     fn lint_alone(&mut self, key: &str) {
         let resolver = Arc::clone(&self.resolver);
-        let Some(open) = self.documents.get_mut(key) else {
+        let Some(path) = self.documents.get(key).map(|open| file_path(&open.uri)) else {
             return;
         };
-        let path = file_path(&open.uri);
         let settings = match &path {
             Some(path) => resolver.for_file(path),
             None => resolver.for_folder(std::path::Path::new(".")),
         };
-        let diagnostics = match settings {
+        let settings = match settings {
             Ok(settings) => {
+                self.last_settings
+                    .insert(key.to_owned(), Arc::clone(&settings));
+                Some(settings)
+            }
+            Err(error) => {
+                // Once per error, then the document's last good settings (or the defaults,
+                // for a document opened while the config was broken).
+                let message = format!(
+                    "torchlint: {error}; linting with the last settings that worked until it is fixed"
+                );
+                if self.shown_errors.insert(message.clone()) {
+                    let _ = transport::write(&Message::Notification(Notification::new(
+                        lsp_types::notification::ShowMessage::METHOD.to_owned(),
+                        serde_json::json!({ "type": 1, "message": message }),
+                    )));
+                }
+                self.last_settings.get(key).cloned().or_else(|| {
+                    Settings::defaults(std::path::Path::new("."), &overrides_of(&self.client))
+                        .ok()
+                        .map(Arc::new)
+                })
+            }
+        };
+        let Some(open) = self.documents.get_mut(key) else {
+            return;
+        };
+        let diagnostics = match settings {
+            Some(settings) => {
                 let name = path
                     .clone()
                     .unwrap_or_else(|| PathBuf::from(open.uri.as_str()));
@@ -545,13 +604,7 @@ impl Server {
                     Err(_) => Vec::new(),
                 }
             }
-            Err(error) => {
-                let _ = transport::write(&Message::Notification(Notification::new(
-                    lsp_types::notification::ShowMessage::METHOD.to_owned(),
-                    serde_json::json!({ "type": 1, "message": format!("torchlint: {error}") }),
-                )));
-                Vec::new()
-            }
+            None => Vec::new(),
         };
         self.deliver(key, diagnostics, true);
     }
@@ -608,6 +661,81 @@ impl Server {
             params.range,
             self.encoding,
         )
+    }
+
+    /// `textDocument/diagnostic`: an open document's findings as last linted (what was
+    /// pushed), `unchanged` when the client already has them; a document not open has none.
+    fn document_diagnostics(
+        &self,
+        params: &lsp_types::DocumentDiagnosticParams,
+    ) -> serde_json::Value {
+        let Some(open) = self.documents.get(params.text_document.uri.as_str()) else {
+            return serde_json::json!({ "kind": "full", "items": [] });
+        };
+        let (result_id, items) = self.report_of(open);
+        if params.previous_result_id.as_deref() == Some(result_id.as_str()) {
+            return serde_json::json!({ "kind": "unchanged", "resultId": result_id });
+        }
+        serde_json::json!({ "kind": "full", "resultId": result_id, "items": items })
+    }
+
+    /// `workspace/diagnostic`: the open documents' reports, and the findings of the other files
+    /// of their projects as the projects' last lint left them.
+    fn workspace_diagnostics(
+        &self,
+        params: &lsp_types::WorkspaceDiagnosticParams,
+    ) -> serde_json::Value {
+        let mut items = Vec::new();
+        let mut open_paths = Vec::new();
+        for open in self.documents.values() {
+            open_paths.extend(file_path(&open.uri));
+            let (result_id, found) = self.report_of(open);
+            let known = params
+                .previous_result_ids
+                .iter()
+                .any(|previous| previous.uri == open.uri && previous.value == result_id);
+            items.push(if known {
+                serde_json::json!({ "kind": "unchanged", "uri": open.uri, "version": open.document.version, "resultId": result_id })
+            } else {
+                serde_json::json!({ "kind": "full", "uri": open.uri, "version": open.document.version, "resultId": result_id, "items": found })
+            });
+        }
+        for (path, file) in self.projects.findings_elsewhere(&open_paths) {
+            let Ok(url) = url::Url::from_file_path(&path) else {
+                continue;
+            };
+            let Ok(uri) = url.as_str().parse::<Uri>() else {
+                continue;
+            };
+            let document = Document::new(file.source.text().to_owned(), 0);
+            let found: Vec<lsp_types::Diagnostic> = file
+                .diagnostics
+                .iter()
+                .map(|diagnostic| convert::diagnostic(diagnostic, &document, &uri, self.encoding))
+                .collect();
+            items.push(
+                serde_json::json!({ "kind": "full", "uri": uri, "version": null, "items": found }),
+            );
+        }
+        serde_json::json!({ "items": items })
+    }
+
+    /// An open document's findings in the protocol's terms, and an id that changes with them.
+    fn report_of(&self, open: &Open) -> (String, Vec<lsp_types::Diagnostic>) {
+        let items: Vec<lsp_types::Diagnostic> = open
+            .diagnostics
+            .iter()
+            .map(|diagnostic| {
+                convert::diagnostic(diagnostic, &open.document, &open.uri, self.encoding)
+            })
+            .collect();
+        let text = serde_json::to_string(&items).unwrap_or_default();
+        let id = format!(
+            "{}-{:016x}",
+            open.document.version,
+            xxhash_rust::xxh3::xxh3_64(text.as_bytes())
+        );
+        (id, items)
     }
 
     fn hover(&self, params: &HoverParams) -> Option<lsp_types::Hover> {
@@ -672,14 +800,17 @@ fn log(message: &str) {
     )));
 }
 
-fn resolver_for(client: &ClientSettings) -> Resolver {
-    let overrides = CliOverrides {
+fn overrides_of(client: &ClientSettings) -> CliOverrides {
+    CliOverrides {
         select: client.select.clone(),
-        extend_select: Vec::new(),
         ignore: client.ignore.clone(),
-    };
+        ..CliOverrides::default()
+    }
+}
+
+fn resolver_for(client: &ClientSettings) -> Resolver {
     // Only a `--config` file can make this fail, and the server has none.
-    Resolver::new(overrides, None).expect("a resolver without a config file")
+    Resolver::new(overrides_of(client), None).expect("a resolver without a config file")
 }
 
 fn file_path(uri: &Uri) -> Option<PathBuf> {

@@ -14,8 +14,9 @@ use std::sync::Arc;
 use tree_sitter::Tree;
 
 use crate::cache::{self, Cache};
+use crate::diagnostic::FileDiagnostics;
 use crate::discovery::{self, LintTarget};
-use crate::project::run::{Checked, Overrides, Session};
+use crate::project::run::{Checked, Outcome, Overrides, Session};
 use crate::settings::resolver::Resolver;
 
 struct Project {
@@ -66,6 +67,30 @@ impl Projects {
                 project.changed.push(path.to_owned());
             }
         }
+    }
+
+    /// Every project's findings in the files the editor has not open, as its last lint left
+    /// them (for workspace diagnostics): each file's absolute path, its text as read now and
+    /// its findings. `open`: the open documents' absolute paths.
+    pub fn findings_elsewhere(&self, open: &[PathBuf]) -> Vec<(PathBuf, FileDiagnostics)> {
+        let mut found = Vec::new();
+        for project in self.roots.values() {
+            let Some(session) = &project.session else {
+                continue;
+            };
+            let files: Vec<usize> = (0..session.files()).collect();
+            for checked in session.report(&files, &Overrides::new(), Some(&project.cache)) {
+                // Shown paths are relative to the server's folder, as `check` shows them.
+                if let Outcome::Linted { file, .. } = checked.outcome
+                    && !file.diagnostics.is_empty()
+                    && let Ok(path) = std::path::absolute(file.source.name())
+                    && !open.contains(&path)
+                {
+                    found.push((path, file));
+                }
+            }
+        }
+        found
     }
 
     /// Lints the open documents of the project at `root` with the rest of it as context; what

@@ -46,12 +46,19 @@ pub const DEFAULT_EXCLUDES: &[&str] = &[
     "node_modules",
 ];
 
-/// Rule selection given on the command line; it applies on top of every config file.
+/// Rule selection, excludes and per-file ignores given on the command line; they apply on
+/// top of every config file, as Ruff's flags do.
 #[derive(Debug, Clone, Default)]
 pub struct CliOverrides {
     pub select: Option<Vec<String>>,
     pub extend_select: Vec<String>,
     pub ignore: Vec<String>,
+    /// `--exclude`: replaces the configured (or built-in) exclusion patterns.
+    pub exclude: Option<Vec<String>>,
+    /// `--extend-exclude`: patterns added to them.
+    pub extend_exclude: Vec<String>,
+    /// `--per-file-ignores PATTERN:RULES`: entries added to the configured ones.
+    pub per_file_ignores: Vec<(String, Vec<String>)>,
 }
 
 pub struct Settings {
@@ -90,6 +97,9 @@ impl std::fmt::Debug for Settings {
 }
 
 struct PerFileIgnore {
+    /// The pattern and its selectors as written (for `--show-settings`).
+    pattern: String,
+    written: Vec<String>,
     absolute: globset::GlobMatcher,
     basename: globset::GlobMatcher,
     selectors: Vec<Selector>,
@@ -294,9 +304,12 @@ impl Settings {
                     config.error_at(pattern_offset, format!("invalid glob `{pattern}`: {e}"))
                 })
             };
+            let written = selectors.iter().map(|(text, _)| text.clone()).collect();
             let selectors = parse_spanned(&selectors, &mut errors);
             match (glob(&anchored(&root, &pattern)), glob(&pattern)) {
                 (Ok(absolute), Ok(basename)) => per_file_ignores.push(PerFileIgnore {
+                    pattern,
+                    written,
                     absolute,
                     basename,
                     selectors,
@@ -305,9 +318,27 @@ impl Settings {
             }
         }
 
-        let mut excludes: Vec<(String, Option<usize>)> = match raw.exclude {
-            Some(exclude) => exclude.into_iter().map(|(p, o)| (p, Some(o))).collect(),
-            None => DEFAULT_EXCLUDES
+        // The command line's entries, after the config's (a bad glob is the command line's
+        // error, as a bad selector is).
+        for (pattern, written) in &cli.per_file_ignores {
+            let glob = |text: &str| {
+                Glob::new(text).map(|g| g.compile_matcher()).map_err(|e| {
+                    cli_error(format!("--per-file-ignores: invalid glob `{pattern}`: {e}"))
+                })
+            };
+            per_file_ignores.push(PerFileIgnore {
+                pattern: pattern.clone(),
+                written: written.clone(),
+                absolute: glob(&anchored(&root, pattern))?,
+                basename: glob(pattern)?,
+                selectors: parse_cli(written)?,
+            });
+        }
+
+        let mut excludes: Vec<(String, Option<usize>)> = match (&cli.exclude, raw.exclude) {
+            (Some(exclude), _) => exclude.iter().map(|p| (p.clone(), None)).collect(),
+            (None, Some(exclude)) => exclude.into_iter().map(|(p, o)| (p, Some(o))).collect(),
+            (None, None) => DEFAULT_EXCLUDES
                 .iter()
                 .map(|p| ((*p).to_owned(), None))
                 .collect(),
@@ -318,6 +349,14 @@ impl Settings {
                 .into_iter()
                 .map(|(p, o)| (p, Some(o))),
         );
+        for pattern in cli.exclude.iter().flatten().chain(&cli.extend_exclude) {
+            if let Err(error) = Glob::new(pattern) {
+                return Err(cli_error(format!(
+                    "invalid exclude glob `{pattern}`: {error}"
+                )));
+            }
+        }
+        excludes.extend(cli.extend_exclude.iter().map(|p| (p.clone(), None)));
         let exclude = Exclude::build(&excludes, &root)
             .map_err(|(offset, message)| match (config, offset) {
                 (Some(config), Some(offset)) => errors.push(config.error_at(offset, message)),
@@ -442,6 +481,28 @@ impl Settings {
                 || name.is_some_and(|name| ignore.basename.is_match(name)))
                 && selector::any_matches(&ignore.selectors, rule)
         })
+    }
+
+    /// The exclusion patterns, as written (the built-in ones unless the config set `exclude`).
+    pub fn exclude_patterns(&self) -> impl Iterator<Item = &str> {
+        self.exclude
+            .patterns
+            .iter()
+            .map(|(pattern, _)| pattern.as_str())
+    }
+
+    /// The `per-file-ignores` entries, as written: each pattern and what it turns off.
+    pub fn per_file_ignore_patterns(&self) -> impl Iterator<Item = (&str, &[String])> {
+        self.per_file_ignores
+            .iter()
+            .map(|ignore| (ignore.pattern.as_str(), ignore.written.as_slice()))
+    }
+
+    /// Whether the config sets this option of the rule (else it has its default).
+    pub fn sets_rule_option(&self, rule: &RuleMeta, name: &str) -> bool {
+        self.rule_options
+            .get(&rule.code)
+            .is_some_and(|options| options.contains_key(name))
     }
 
     /// A rule option's configured value, or its declared default.
