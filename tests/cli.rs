@@ -768,6 +768,52 @@ fn excludes_and_per_file_ignores_can_be_given_on_the_command_line() {
 }
 
 #[test]
+fn watch_lints_again_when_a_file_changes() {
+    use std::io::{BufRead, BufReader};
+    let project = Project::new();
+    project.write("train.py", CLEAN);
+    let mut child = project
+        .command()
+        .args([
+            "check",
+            "--watch",
+            "--no-cache",
+            "--output-format",
+            "concise",
+            ".",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let (lines, received) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = lines.send(line);
+        }
+    });
+    let wait_for = |wanted: &str| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match received.recv_timeout(left) {
+                Ok(line) if line.contains(wanted) => return,
+                Ok(_) => {}
+                Err(_) => panic!("no `{wanted}` from the watching run"),
+            }
+        }
+    };
+    wait_for("All checks passed!");
+    project.write("train.py", LOAD);
+    wait_for("train.py:2:9: TL108");
+    project.write("train.py", CLEAN);
+    wait_for("All checks passed!");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
 fn config_errors_name_the_file_line_and_key() {
     let project = Project::new();
     project.write("train.py", LOAD);

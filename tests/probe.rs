@@ -131,6 +131,44 @@ fn probe_confirms_a_kept_graph_on_cpu() {
     assert_eq!(forward["status"], "confirmed", "{forward:#}");
 }
 
+/// A script that names CUDA, probed without a GPU: its tensors stay on the CPU, and the
+/// findings say the CPU's memory grows, not the GPU's.
+#[test]
+fn a_cpu_mode_probe_says_host_memory_where_the_script_names_cuda() {
+    let Some(python) =
+        require_torch("a_cpu_mode_probe_says_host_memory_where_the_script_names_cuda")
+    else {
+        return;
+    };
+    let project = Project::new();
+    project.write(
+        "eval.py",
+        "import torch\nfrom torch import nn\n\n\
+         device = \"cuda\" if torch.cuda.is_available() else \"cpu\"\n\
+         model = nn.Linear(16, 16).to(device)\nmodel.eval()\ntotal = 0\n\
+         for step in range(30):\n    x = torch.randn(8, 16, device=device)\n    \
+         out = model(x)\n    total += out.sum()\n",
+    );
+    let run = probe(&project, python.to_str().unwrap(), &["eval.py"]);
+    assert!(
+        run.stdout
+            .contains("so the memory of the CPU grows every step"),
+        "{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    assert!(!run.stdout.contains("memory of the GPU"), "{}", run.stdout);
+    // The linter, which cannot know where the script runs, says GPU: the file names CUDA.
+    let lint = project.run(&[
+        "check",
+        "--no-cache",
+        "--output-format",
+        "concise",
+        "eval.py",
+    ]);
+    assert!(lint.stdout.contains("memory of the GPU"), "{}", lint.stdout);
+}
+
 #[test]
 fn probe_does_not_confirm_what_runtime_disproves() {
     let Some(python) = require_torch("probe_does_not_confirm_what_runtime_disproves") else {
@@ -251,6 +289,27 @@ fn probe_full_output_shows_evidence_and_writes_the_html_report() {
     let page = std::fs::read_to_string(project.path().join("probe.html")).expect("the report");
     assert!(page.starts_with("<!DOCTYPE html>") || page.starts_with("<!doctype html>"));
     assert!(page.contains("TL102"), "{page}");
+    // What was run, with what, and when.
+    for row in [
+        "<dt>Command</dt><dd>python eval.py</dd>",
+        "<dt>torchlint</dt>",
+        "<dt>PyTorch</dt><dd>2.",
+        "<dt>Started</dt><dd>20",
+    ] {
+        assert!(page.contains(row), "{row}: {page}");
+    }
+    // A hit's tooltip says when, and the memory then and since the previous hit.
+    let tooltip = regex::Regex::new(
+        r"<title>TL102 line 15, hit 2: [0-9.]+ s, host RSS [^<]+ \([+-][^<]+ since hit 1\)</title>",
+    )
+    .unwrap();
+    assert!(tooltip.is_match(&page), "{page}");
+    // Each finding shows its line and its fix.
+    assert!(page.contains("<pre class=\"source\">   15 | "), "{page}");
+    assert!(
+        page.contains("<p class=\"fix\">Fix: accumulate a number"),
+        "{page}"
+    );
     // Self-contained: nothing is fetched (the SVG namespace is a name, not a request).
     for reference in ["src=\"http", "href=\"http", "url(http", "@import", "<link"] {
         assert!(!page.contains(reference), "the page loads `{reference}`");

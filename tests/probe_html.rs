@@ -27,6 +27,8 @@ fn finding(code: &str, name: &str, line: usize) -> FindingRef {
         message: format!("{name} <flagged>"),
         line,
         column: 5,
+        source: format!("total += loss  # <{code}>"),
+        fix: Some(format!("fix <{name}>")),
     }
 }
 
@@ -97,7 +99,9 @@ fn gpu_report() -> ProbeReport {
     let summary = summarize(&samples, &device_samples, Some(GIB));
     ProbeReport {
         script: "train<&>\"x\".py".to_owned(),
+        command: vec!["train<&>\"x\".py".to_owned(), "--lr".to_owned(), "<1e-3>".to_owned()],
         python: Some("3.12.3".to_owned()),
+        torch: Some("2.11.0".to_owned()),
         mechanism: Some("sys.monitoring".to_owned()),
         device: Some(DeviceInfo { index: 0, name: "NVIDIA H200".to_owned(), total: 141 * GIB, used_before: GIB }),
         cpu_mode_reason: None,
@@ -163,7 +167,29 @@ fn page_is_self_contained_and_escapes_the_run_text() {
         40,
         "one marker per hit"
     );
-    assert!(page.contains("<title>TL102 line 42 hit 7</title>"));
+    // A hit says when, the memory then, and its change since the line's previous hit.
+    let hit7 = regex::Regex::new(
+        r"<title>TL102 line 42, hit 7: 2\.40 s, allocated [0-9.]+ [GM]iB \(\+[0-9.]+ (MiB|bytes) since hit 6\)</title>",
+    )
+    .unwrap();
+    assert!(hit7.is_match(&page), "{page}");
+    // What was run, with which versions, and each finding's line and fix, escaped.
+    assert!(
+        page.contains(
+            "<dt>Command</dt><dd>python train&lt;&amp;&gt;&quot;x&quot;.py --lr &lt;1e-3&gt;</dd>"
+        ),
+        "{page}"
+    );
+    assert!(page.contains("<dt>PyTorch</dt><dd>2.11.0</dd>"));
+    assert!(
+        page.contains("<dt>Started</dt><dd>2023-11-14T22:13:20Z</dd>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("total += loss  # &lt;TL102&gt;</pre>"),
+        "{page}"
+    );
+    assert!(page.contains("<p class=\"fix\">Fix: fix &lt;"), "{page}");
     for curve in ["device used (driver)", "reserved", "allocated"] {
         assert!(
             page.contains(&format!("<title>{curve}</title></polyline>")),
@@ -293,7 +319,7 @@ fn renders_in_headless_chromium() {
     );
     assert!(dom.contains("<svg"), "the timeline");
     assert_eq!(dom.matches("class=\"hit\"").count(), 40, "a marker per hit");
-    assert!(dom.contains("TL102 line 42 hit 7"));
+    assert!(dom.contains("TL102 line 42, hit 7: 2.40 s"));
     assert!(!dom.contains("<script"), "the traceback stayed text");
 
     let shot = folder.path().join("probe.png");

@@ -22,6 +22,9 @@ use crate::settings::Settings;
 use crate::source::{self, SourceFile};
 
 pub fn run(args: CheckArgs) -> u8 {
+    if args.watch {
+        return super::watch::run(args);
+    }
     crate::checker::install_panic_hook();
     let resolver = match args.rules.resolver() {
         Ok(resolver) => Arc::new(resolver),

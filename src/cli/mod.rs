@@ -5,6 +5,7 @@ mod check;
 mod clean;
 mod probe;
 mod rule;
+mod watch;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -90,7 +91,7 @@ pub enum ColorChoice {
 }
 
 /// Which rules run, and the config file: the same for `check` and `probe`.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct RuleSelection {
     /// Rules to enable, replacing the configured selection (codes, prefixes, names or ALL).
     #[arg(long, value_delimiter = ',', value_name = "RULES")]
@@ -121,6 +122,15 @@ impl RuleSelection {
     pub fn resolver(
         &self,
     ) -> Result<crate::settings::resolver::Resolver, crate::discovery::FileError> {
+        self.resolver_for_run(false)
+    }
+
+    /// [`RuleSelection::resolver`] for a run that may put nothing on a GPU (`host_only`: the
+    /// probe without one).
+    pub fn resolver_for_run(
+        &self,
+        host_only: bool,
+    ) -> Result<crate::settings::resolver::Resolver, crate::discovery::FileError> {
         // `PATTERN:RULE` pairs, grouped by pattern in the order given.
         let mut per_file_ignores: Vec<(String, Vec<String>)> = Vec::new();
         for pair in &self.per_file_ignores {
@@ -141,12 +151,13 @@ impl RuleSelection {
             exclude: self.exclude.clone(),
             extend_exclude: self.extend_exclude.clone(),
             per_file_ignores,
+            host_only,
         };
         crate::settings::resolver::Resolver::new(overrides, self.config.as_deref())
     }
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct CheckArgs {
     /// Files or folders to lint; `-` reads from stdin. Defaults to the current folder.
     pub paths: Vec<PathBuf>,
@@ -189,6 +200,10 @@ pub struct CheckArgs {
     /// Print the files that would be linted, and exit.
     #[arg(long)]
     pub show_files: bool,
+    /// Lint again whenever a Python file, notebook or config file under the paths changes,
+    /// clearing the screen between runs, until interrupted.
+    #[arg(long, conflicts_with_all = ["show_files", "show_settings", "write_baseline", "stdin_filename"])]
+    pub watch: bool,
     /// Print the settings the first file found is linted with (which config file, the
     /// enabled rules, excludes, per-file ignores, rule options), then exit.
     #[arg(long, conflicts_with = "show_files")]

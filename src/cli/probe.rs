@@ -73,12 +73,15 @@ pub fn run(args: ProbeArgs) -> u8 {
         print_error("--timeout must be a positive number of seconds");
         return 2;
     }
-    let settings = match args
-        .rules
-        .resolver()
-        .and_then(|resolver| resolver.for_file(&args.script))
+    let settings_for = |host_only: bool| {
+        args.rules
+            .resolver_for_run(host_only)
+            .and_then(|resolver| resolver.for_file(&args.script))
+    };
+    let (settings, host_settings) = match settings_for(false)
+        .and_then(|settings| settings_for(true).map(|host| (settings, host)))
     {
-        Ok(settings) => settings,
+        Ok(both) => both,
         Err(error) => {
             print_error(&error.to_string());
             return 2;
@@ -93,6 +96,7 @@ pub fn run(args: ProbeArgs) -> u8 {
         timeout: std::time::Duration::from_secs_f64(args.timeout),
         steps: args.steps,
         settings: Arc::clone(&settings),
+        host_settings,
         extra_watches: args.watch,
         script_stdout_to_stderr: args.output_format == ProbeFormat::Json,
     };

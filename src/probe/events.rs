@@ -30,6 +30,9 @@ pub struct Start {
     pub pid: u32,
     /// `sys.version` of the interpreter, first word (`3.12.1`).
     pub python: String,
+    /// torch's version as installed for that interpreter (`2.11.0`), read without importing it.
+    #[serde(default)]
+    pub torch: Option<String>,
     /// `sys.monitoring` (3.12+) or `settrace` (older interpreters).
     pub mechanism: String,
     /// Targets whose line maps to code the runner can watch.

@@ -76,6 +76,27 @@ fn run_header(page: &mut String, report: &ProbeReport) {
     };
     row(page, "Device", &device);
     let unknown = "unknown".to_owned();
+    row(
+        page,
+        "Command",
+        &format!("python {}", report.command.join(" ")),
+    );
+    let started =
+        std::time::UNIX_EPOCH + std::time::Duration::from_secs_f64(report.started.max(0.0));
+    row(
+        page,
+        "Started",
+        &humantime::format_rfc3339_seconds(started).to_string(),
+    );
+    row(page, "torchlint", env!("CARGO_PKG_VERSION"));
+    row(
+        page,
+        "PyTorch",
+        report
+            .torch
+            .as_deref()
+            .unwrap_or("not found for this interpreter"),
+    );
     row(page, "Python", report.python.as_ref().unwrap_or(&unknown));
     row(
         page,
@@ -229,7 +250,7 @@ fn timeline(report: &ProbeReport) -> String {
         );
     }
     legend(&mut svg, &curves);
-    hit_markers(&mut svg, &frame, report, &lanes);
+    hit_markers(&mut svg, &frame, report, &lanes, reading_curve(&curves));
     svg.push_str("</svg>\n");
     if curves.is_empty() {
         svg.push_str(
@@ -334,7 +355,47 @@ fn lane_label(report: &ProbeReport, target: usize) -> String {
     }
 }
 
-fn hit_markers(svg: &mut String, frame: &Frame, report: &ProbeReport, lanes: &[usize]) {
+/// The curve a hit's tooltip reads memory from: what the allocator holds when there is one,
+/// else the driver's or the host's reading.
+fn reading_curve(curves: &[Curve]) -> Option<&Curve> {
+    curves
+        .iter()
+        .find(|curve| curve.name == "allocated")
+        .or_else(|| curves.last())
+}
+
+/// The curve's value at `t` (its last point at or before `t`).
+fn value_at(curve: &Curve, t: f64) -> Option<f64> {
+    let after = curve.points.partition_point(|point| point.0 <= t);
+    after.checked_sub(1).map(|at| curve.points[at].1)
+}
+
+/// A hit's tooltip: which line and hit, when, the memory then and its change since the line's
+/// previous hit.
+fn hit_tooltip(label: &str, t: f64, n: u64, reading: Option<(&Curve, f64, Option<f64>)>) -> String {
+    let mut text = format!("{label}, hit {n}: {t:.2} s");
+    if let Some((curve, now, before)) = reading {
+        text.push_str(&format!(", {} {}", curve.name, fmt_bytes(now)));
+        if let Some(before) = before {
+            let delta = now - before;
+            let sign = if delta < 0.0 { "-" } else { "+" };
+            text.push_str(&format!(
+                " ({sign}{} since hit {})",
+                fmt_bytes(delta.abs()),
+                n - 1
+            ));
+        }
+    }
+    text
+}
+
+fn hit_markers(
+    svg: &mut String,
+    frame: &Frame,
+    report: &ProbeReport,
+    lanes: &[usize],
+    reading: Option<&Curve>,
+) {
     let first_lane = TOP + PLOT_HEIGHT + 42.0;
     for (row, &target) in lanes.iter().enumerate() {
         let y = first_lane + LANE * row as f64 + LANE / 2.0;
@@ -348,13 +409,22 @@ fn hit_markers(svg: &mut String, frame: &Frame, report: &ProbeReport, lanes: &[u
             escape(&label),
             WIDTH - RIGHT
         );
+        let mut previous: Option<f64> = None;
         for hit in report.hits.iter().filter(|hit| hit.target == target) {
+            let t = hit.t - report.started;
+            let now = reading.and_then(|curve| value_at(curve, t).map(|value| (curve, value)));
+            let tooltip = hit_tooltip(
+                &label,
+                t,
+                hit.n,
+                now.map(|(curve, value)| (curve, value, previous)),
+            );
+            previous = now.map(|(_, value)| value);
             let _ = writeln!(
                 svg,
-                "<circle class=\"hit\" cx=\"{:.1}\" cy=\"{y:.1}\" r=\"3.5\" fill=\"{colour}\"><title>{} hit {}</title></circle>",
-                frame.x(hit.t - report.started),
-                escape(&label),
-                hit.n
+                "<circle class=\"hit\" cx=\"{:.1}\" cy=\"{y:.1}\" r=\"3.5\" fill=\"{colour}\"><title>{}</title></circle>",
+                frame.x(t),
+                escape(&tooltip)
             );
         }
     }
@@ -492,6 +562,15 @@ fn evidence(page: &mut String, report: &ProbeReport) {
             let _ = writeln!(page, "<li>{}</li>", escape(line));
         }
         page.push_str("</ul>\n");
+        let _ = writeln!(
+            page,
+            "<pre class=\"source\">{:>5} | {}</pre>",
+            finding.line,
+            escape(&finding.source)
+        );
+        if let Some(fix) = &finding.fix {
+            let _ = writeln!(page, "<p class=\"fix\">Fix: {}</p>", escape(fix));
+        }
     }
 }
 

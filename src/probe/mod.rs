@@ -58,6 +58,9 @@ pub struct Options {
     pub timeout: Duration,
     pub steps: u64,
     pub settings: Arc<Settings>,
+    /// The same settings for a run without a GPU ([`crate::settings::CliOverrides::host_only`]):
+    /// the findings then say host memory where the code names CUDA.
+    pub host_settings: Arc<Settings>,
     /// Lines to watch as if a rule had flagged them (`--watch TL102:41`): how the dev-corpus
     /// check proves that the probe does not confirm the traps the linter rightly leaves alone.
     pub extra_watches: Vec<(String, usize)>,
@@ -86,15 +89,6 @@ pub fn run(options: &Options) -> Result<Probed, String> {
         .map_err(|error| format!("{}: cannot read the script: {error}", script.display()))?;
     let text = source::decode(&bytes).map_err(|error| format!("{}: {error}", script.display()))?;
     let source = SourceFile::new(script.clone(), text);
-    let (_tree, outcome) = linter::lint_source(&source, &options.settings)
-        .map_err(|skipped| format!("{}: {skipped}", script.display()))?;
-    let extra = extra_diagnostics(&source, &options.extra_watches)?;
-    let (watched, unwatched): (Vec<&Diagnostic>, Vec<&Diagnostic>) = outcome
-        .diagnostics
-        .iter()
-        .chain(&extra)
-        .partition(|diagnostic| WATCHED_RULES.contains(&diagnostic.code()));
-
     let device = match Device::open(options.gpu.unwrap_or(0)) {
         Ok(device) => Ok(Arc::new(device)),
         Err(reason) if options.gpu.is_some() => {
@@ -105,9 +99,28 @@ pub fn run(options: &Options) -> Result<Probed, String> {
         }
         Err(reason) => Err(reason),
     };
+    // Without a GPU the script's tensors stay on the CPU: the findings say so.
+    let settings = if device.is_ok() {
+        &options.settings
+    } else {
+        &options.host_settings
+    };
+    let (_tree, outcome) = linter::lint_source(&source, settings)
+        .map_err(|skipped| format!("{}: {skipped}", script.display()))?;
+    let extra = extra_diagnostics(&source, &options.extra_watches)?;
+    let (watched, unwatched): (Vec<&Diagnostic>, Vec<&Diagnostic>) = outcome
+        .diagnostics
+        .iter()
+        .chain(&extra)
+        .partition(|diagnostic| WATCHED_RULES.contains(&diagnostic.code()));
+
     let mut report = ProbeReport {
         script: script.display().to_string(),
+        command: std::iter::once(script.display().to_string())
+            .chain(options.script_args.iter().cloned())
+            .collect(),
         python: None,
+        torch: None,
         mechanism: None,
         device: device.as_ref().ok().map(|device| DeviceInfo {
             index: device.index,
@@ -202,6 +215,7 @@ pub fn run(options: &Options) -> Result<Probed, String> {
             Event::Start(start) => {
                 reached_start = true;
                 report.python = Some(start.python);
+                report.torch = start.torch;
                 report.mechanism = Some(start.mechanism);
                 for unarmed in start.unarmed {
                     report.runner_errors.push(format!(
@@ -300,12 +314,19 @@ fn extra_diagnostics(
 
 fn finding_ref(source: &SourceFile, diagnostic: &Diagnostic) -> FindingRef {
     let location = source.location(diagnostic.range.start);
+    let line = source.text()[source.line_range(location.row - 1)].trim();
     FindingRef {
         code: diagnostic.rule.code.clone(),
         name: diagnostic.rule.name.clone(),
         message: diagnostic.message.clone(),
         line: location.row,
         column: location.column,
+        source: line.to_owned(),
+        fix: diagnostic
+            .fix
+            .as_ref()
+            .map(|fix| fix.message.clone())
+            .or_else(|| diagnostic.rule.help.clone()),
     }
 }
 

@@ -9,7 +9,11 @@ use super::verdict::{RunSummary, Verdict};
 pub struct ProbeReport {
     /// The script as the user named it.
     pub script: String,
+    /// The command run: the script and its arguments.
+    pub command: Vec<String>,
     pub python: Option<String>,
+    /// torch's version as installed for that interpreter, when it is.
+    pub torch: Option<String>,
     /// `sys.monitoring` or `settrace`.
     pub mechanism: Option<String>,
     /// The GPU the run was watched on; None in CPU mode.
@@ -53,6 +57,10 @@ pub struct FindingRef {
     pub message: String,
     pub line: usize,
     pub column: usize,
+    /// The flagged line as written (its first line, without the indentation).
+    pub source: String,
+    /// What to do: the finding's fix, else its rule's help.
+    pub fix: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]

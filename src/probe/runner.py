@@ -1395,6 +1395,18 @@ def number(value, default):
         return default
 
 
+def installed_torch_version():
+    """torch's version, without importing it (the script may never do so)."""
+    module = sys.modules.get("torch")
+    if module is not None:
+        return getattr(module, "__version__", None)
+    try:
+        from importlib import metadata
+        return metadata.version("torch")
+    except Exception:
+        return None
+
+
 def choose_backend(probe, armed, unarmed):
     """Monitoring where it exists, else settrace; arms the watched code objects. Returns the
     mechanism's name and the targets still armed."""
@@ -1439,6 +1451,7 @@ def run(plan):
             "t": wall_clock(),
             "pid": os.getpid(),
             "python": sys.version.split()[0],
+            "torch": installed_torch_version(),
             "mechanism": mechanism,
             "armed": [target.id for target in armed],
             "unarmed": unarmed,

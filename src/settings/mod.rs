@@ -59,6 +59,9 @@ pub struct CliOverrides {
     pub extend_exclude: Vec<String>,
     /// `--per-file-ignores PATTERN:RULES`: entries added to the configured ones.
     pub per_file_ignores: Vec<(String, Vec<String>)>,
+    /// The run puts no tensor on an accelerator (the probe on a machine without a GPU): the
+    /// memory a finding says grows is host memory, whatever device the code names.
+    pub host_only: bool,
 }
 
 pub struct Settings {
@@ -72,6 +75,8 @@ pub struct Settings {
     pub project_root: PathBuf,
     /// The config file these settings came from, if any.
     pub config_path: Option<PathBuf>,
+    /// See [`CliOverrides::host_only`].
+    pub host_only: bool,
     /// A context file (one of the project a run was not given) larger than this many bytes is
     /// not read: a generated module holds no fact the named files need.
     pub context_size_limit: u64,
@@ -435,6 +440,7 @@ impl Settings {
             rule_options,
             project_root: root,
             config_path: config.map(|c| c.path.clone()),
+            host_only: cli.host_only,
             context_size_limit: raw.context_size_limit.unwrap_or(DEFAULT_CONTEXT_SIZE_LIMIT),
             dispatch: Memo::default(),
             fingerprint,

@@ -21,7 +21,9 @@ pub use crate::semantic::resets::*;
 /// GPU; otherwise they are on whatever device the model runs on (`self.device`, a `device`
 /// parameter, the framework's accelerator; the CPU in a script that never moves them).
 pub(super) fn device_name(checker: &crate::checker::Checker<'_>) -> &'static str {
-    if crate::semantic::analysis::file_mentions(checker.text(), "cuda") {
+    if checker.settings.host_only {
+        "the CPU"
+    } else if crate::semantic::analysis::file_mentions(checker.text(), "cuda") {
         "the GPU"
     } else {
         "the model's device"
