@@ -167,6 +167,13 @@ fn page_is_self_contained_and_escapes_the_run_text() {
         40,
         "one marker per hit"
     );
+    // Hits in a short window still each have a place: memory at each hit, by hit number.
+    assert!(page.contains("<h2>Memory at each hit</h2>"), "{page}");
+    assert_eq!(
+        page.matches("<circle class=\"hit-n\"").count(),
+        40,
+        "{page}"
+    );
     // A hit says when, the memory then, and its change since the line's previous hit.
     let hit7 = regex::Regex::new(
         r"<title>TL102 line 42, hit 7: 2\.40 s, allocated [0-9.]+ [GM]iB \(\+[0-9.]+ (MiB|bytes) since hit 6\)</title>",

@@ -54,6 +54,7 @@ pub fn render(report: &ProbeReport) -> String {
     run_header(&mut page, report);
     page.push_str("<h2>Memory timeline</h2>\n");
     page.push_str(&timeline(report));
+    page.push_str(&by_hit(report));
     verdict_table(&mut page, report);
     evidence(&mut page, report);
     run_summary(&mut page, report);
@@ -257,6 +258,114 @@ fn timeline(report: &ProbeReport) -> String {
             "<p class=\"muted\">No memory samples were recorded; only the hits are shown.</p>\n",
         );
     }
+    svg
+}
+
+/// A hit as the by-hit plot places it: its number, seconds since the start, memory then.
+type HitReading = (u64, f64, f64);
+
+/// Memory at each hit by hit number, one line per watched line: the hits of a fast loop fall
+/// in a sliver of the timeline, on top of each other; here each has its own place, and a line
+/// that keeps something per hit climbs.
+fn by_hit(report: &ProbeReport) -> String {
+    let curves = curves(report);
+    let Some(curve) = reading_curve(&curves) else {
+        return String::new();
+    };
+    let lanes = lane_rows(report);
+    let series: Vec<(usize, Vec<HitReading>)> = lanes
+        .iter()
+        .map(|&target| {
+            let points = report
+                .hits
+                .iter()
+                .filter(|hit| hit.target == target)
+                .filter_map(|hit| {
+                    let t = hit.t - report.started;
+                    value_at(curve, t).map(|value| (hit.n, t, value))
+                })
+                .collect();
+            (target, points)
+        })
+        .filter(|(_, points): &(usize, Vec<_>)| !points.is_empty())
+        .collect();
+    if series.is_empty() {
+        return String::new();
+    }
+    let all = series.iter().flat_map(|(_, points)| points);
+    let last = all.clone().map(|p| p.0).max().unwrap_or(1).max(2) as f64;
+    let low = all.clone().map(|p| p.2).fold(f64::INFINITY, f64::min);
+    let high = all.map(|p| p.2).fold(f64::NEG_INFINITY, f64::max);
+    // Growth is what this plot is for: the axis spans the values seen, not zero to the peak.
+    let span = (high - low).max(1024.0 * 1024.0);
+    let (bottom, height) = (TOP + PLOT_HEIGHT / 2.0, PLOT_HEIGHT / 2.0);
+    let x = |n: f64| LEFT + (n - 1.0) / (last - 1.0) * (WIDTH - LEFT - RIGHT);
+    let y = |value: f64| bottom - (value - low) / span * height;
+    let mut svg = format!(
+        "<h2>Memory at each hit</h2>\n<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {WIDTH} {}\" \
+         role=\"img\" aria-label=\"{} at each hit, by hit number\">\n",
+        bottom + 40.0,
+        curve.name
+    );
+    let _ = writeln!(
+        svg,
+        "<g stroke=\"#999\"><line x1=\"{LEFT}\" y1=\"{bottom}\" x2=\"{}\" y2=\"{bottom}\"/>\
+         <line x1=\"{LEFT}\" y1=\"{TOP}\" x2=\"{LEFT}\" y2=\"{bottom}\"/></g>\n\
+         <text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>\
+         <text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>\
+         <text x=\"{}\" y=\"{}\" text-anchor=\"middle\">hit number ({} from {} to {})</text>",
+        WIDTH - RIGHT,
+        LEFT - 6.0,
+        bottom + 4.0,
+        fmt_bytes(low),
+        LEFT - 6.0,
+        y(low + span) + 4.0,
+        fmt_bytes(low + span),
+        (LEFT + WIDTH - RIGHT) / 2.0,
+        bottom + 32.0,
+        curve.name,
+        fmt_bytes(low),
+        fmt_bytes(high)
+    );
+    let hits = nice_step(last - 1.0, 8).max(1.0);
+    let mut n = 1.0;
+    while n <= last + 1e-9 {
+        let _ = writeln!(
+            svg,
+            "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+            x(n),
+            bottom + 16.0,
+            trim_number(n)
+        );
+        n += hits;
+    }
+    for (target, points) in &series {
+        let colour = FINDING_COLOURS[target % FINDING_COLOURS.len()];
+        let label = lane_label(report, *target);
+        let line: Vec<String> = points
+            .iter()
+            .map(|&(n, _, value)| format!("{:.1},{:.1}", x(n as f64), y(value)))
+            .collect();
+        let _ = writeln!(
+            svg,
+            "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"1.5\" points=\"{}\"><title>{}</title></polyline>",
+            line.join(" "),
+            escape(&label)
+        );
+        let mut previous = None;
+        for &(n, t, value) in points {
+            let tooltip = hit_tooltip(&label, t, n, Some((curve, value, previous)));
+            previous = Some(value);
+            let _ = writeln!(
+                svg,
+                "<circle class=\"hit-n\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\" fill=\"{colour}\"><title>{}</title></circle>",
+                x(n as f64),
+                y(value),
+                escape(&tooltip)
+            );
+        }
+    }
+    svg.push_str("</svg>\n");
     svg
 }
 
