@@ -205,9 +205,16 @@ fn unused_suppressions(
             (diagnostic.code(), row)
         })
         .collect();
+    // `# noqa: TL002` names no finding it could suppress but TL002's own: it silences TL002 on
+    // its line, as Ruff's `RUF100` is silenced.
+    let is_rule = |code: &str| code != UNUSED_SUPPRESSION && settings.registry.get(code).is_some();
     suppressions
-        .unused(&fired, |code| settings.registry.get(code).is_some())
+        .unused(&fired, is_rule)
         .into_iter()
+        .filter(|unused| {
+            let row = source.location(unused.comment.start).row;
+            unused.whole_file || !suppressions.is_suppressed(UNUSED_SUPPRESSION, row)
+        })
         .map(|unused| {
             let codes: Vec<String> = unused
                 .codes

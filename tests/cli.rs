@@ -687,6 +687,19 @@ fn suppressions_that_suppress_nothing_are_reported_when_tl002_is_on() {
         "{}",
         run.stdout
     );
+    // `# noqa: TL002` on the line keeps it quiet, and is not itself unused.
+    project.write(
+        "train.py",
+        "import torch\nc = 1  # noqa: TL101, TL002\nd = 2  # noqa: TL101\n",
+    );
+    let run = project.run(&[
+        "check",
+        "--no-cache",
+        "--output-format",
+        "concise",
+        "train.py",
+    ]);
+    assert_eq!(run.findings(), ["train.py:3:8: TL002"], "{}", run.stdout);
 }
 
 #[test]
