@@ -509,7 +509,6 @@ fn looks_like_a_subcommand(path: &Path) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
-/// `--show-files`: the files a run would lint, one per line, sorted.
 /// `--show-settings`: the effective settings of the first file found, as Ruff's flag shows
 /// them, in words.
 fn show_settings(targets: &[LintTarget], errors: &[FileError], output: Option<&Path>) -> u8 {
@@ -582,6 +581,7 @@ fn show_settings(targets: &[LintTarget], errors: &[FileError], output: Option<&P
     report_errors(errors, &[], 0)
 }
 
+/// `--show-files`: the files a run would lint, one per line, sorted.
 fn show_files(targets: &[LintTarget], errors: &[FileError], output: Option<&Path>) -> u8 {
     let mut listing = Vec::new();
     for target in targets {

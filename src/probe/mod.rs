@@ -326,7 +326,7 @@ fn finding_ref(source: &SourceFile, diagnostic: &Diagnostic) -> FindingRef {
             .fix
             .as_ref()
             .map(|fix| fix.message.clone())
-            .or_else(|| diagnostic.rule.help.clone()),
+            .or_else(|| diagnostic.help.clone()),
     }
 }
 

@@ -258,7 +258,7 @@ fn hover_text(diagnostic: &Diagnostic) -> String {
     );
     if let Some(fix) = &diagnostic.fix {
         text.push_str(&format!("\n\n**Fix:** {}", fix.message));
-    } else if let Some(help) = &rule.help {
+    } else if let Some(help) = &diagnostic.help {
         text.push_str(&format!("\n\n**Fix:** {help}"));
     }
     let page = match rule.url() {

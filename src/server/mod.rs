@@ -672,7 +672,7 @@ impl Server {
         let Some(open) = self.documents.get(params.text_document.uri.as_str()) else {
             return serde_json::json!({ "kind": "full", "items": [] });
         };
-        let (result_id, items) = self.report_of(open);
+        let (result_id, items) = Self::report_of(open);
         if params.previous_result_id.as_deref() == Some(result_id.as_str()) {
             return serde_json::json!({ "kind": "unchanged", "resultId": result_id });
         }
@@ -689,7 +689,7 @@ impl Server {
         let mut open_paths = Vec::new();
         for open in self.documents.values() {
             open_paths.extend(file_path(&open.uri));
-            let (result_id, found) = self.report_of(open);
+            let (result_id, found) = Self::report_of(open);
             let known = params
                 .previous_result_ids
                 .iter()
@@ -720,15 +720,10 @@ impl Server {
         serde_json::json!({ "items": items })
     }
 
-    /// An open document's findings in the protocol's terms, and an id that changes with them.
-    fn report_of(&self, open: &Open) -> (String, Vec<lsp_types::Diagnostic>) {
-        let items: Vec<lsp_types::Diagnostic> = open
-            .diagnostics
-            .iter()
-            .map(|diagnostic| {
-                convert::diagnostic(diagnostic, &open.document, &open.uri, self.encoding)
-            })
-            .collect();
+    /// An open document's findings in the protocol's terms (as last published), and an id
+    /// that changes with them.
+    fn report_of(open: &Open) -> (String, Vec<lsp_types::Diagnostic>) {
+        let items = open.published.clone().unwrap_or_default();
         let text = serde_json::to_string(&items).unwrap_or_default();
         let id = format!(
             "{}-{:016x}",

@@ -110,6 +110,25 @@ struct PerFileIgnore {
     selectors: Vec<Selector>,
 }
 
+impl PerFileIgnore {
+    /// The entry for `pattern`, matched against a path's absolute form (anchored at `root`)
+    /// and its file name.
+    fn new(
+        root: &Path,
+        pattern: &str,
+        written: Vec<String>,
+        selectors: Vec<Selector>,
+    ) -> Result<Self, globset::Error> {
+        Ok(PerFileIgnore {
+            pattern: pattern.to_owned(),
+            written,
+            absolute: Glob::new(&anchored(root, pattern))?.compile_matcher(),
+            basename: Glob::new(pattern)?.compile_matcher(),
+            selectors,
+        })
+    }
+}
+
 /// Exclusion globs, matched against a path's absolute form and its file name (as Ruff does).
 /// Only a walk matches paths against them: a run on named files never does. So the built-in
 /// list is compiled when first matched, a config's at once, so that a bad pattern is an error
@@ -304,40 +323,24 @@ impl Settings {
         let mut per_file_ignores = Vec::new();
         for (pattern, pattern_offset, selectors) in raw.per_file_ignores.unwrap_or_default() {
             let config = config.expect("per-file-ignores come from a config file");
-            let glob = |text: &str| {
-                Glob::new(text).map(|g| g.compile_matcher()).map_err(|e| {
-                    config.error_at(pattern_offset, format!("invalid glob `{pattern}`: {e}"))
-                })
-            };
             let written = selectors.iter().map(|(text, _)| text.clone()).collect();
             let selectors = parse_spanned(&selectors, &mut errors);
-            match (glob(&anchored(&root, &pattern)), glob(&pattern)) {
-                (Ok(absolute), Ok(basename)) => per_file_ignores.push(PerFileIgnore {
-                    pattern,
-                    written,
-                    absolute,
-                    basename,
-                    selectors,
-                }),
-                (Err(error), _) | (_, Err(error)) => errors.push(error),
+            match PerFileIgnore::new(&root, &pattern, written, selectors) {
+                Ok(ignore) => per_file_ignores.push(ignore),
+                Err(e) => errors.push(
+                    config.error_at(pattern_offset, format!("invalid glob `{pattern}`: {e}")),
+                ),
             }
         }
 
         // The command line's entries, after the config's (a bad glob is the command line's
         // error, as a bad selector is).
         for (pattern, written) in &cli.per_file_ignores {
-            let glob = |text: &str| {
-                Glob::new(text).map(|g| g.compile_matcher()).map_err(|e| {
-                    cli_error(format!("--per-file-ignores: invalid glob `{pattern}`: {e}"))
-                })
-            };
-            per_file_ignores.push(PerFileIgnore {
-                pattern: pattern.clone(),
-                written: written.clone(),
-                absolute: glob(&anchored(&root, pattern))?,
-                basename: glob(pattern)?,
-                selectors: parse_cli(written)?,
-            });
+            let ignore = PerFileIgnore::new(&root, pattern, written.clone(), parse_cli(written)?)
+                .map_err(|e| {
+                cli_error(format!("--per-file-ignores: invalid glob `{pattern}`: {e}"))
+            })?;
+            per_file_ignores.push(ignore);
         }
 
         let mut excludes: Vec<(String, Option<usize>)> = match (&cli.exclude, raw.exclude) {
