@@ -353,6 +353,186 @@ fn config_flag_overrides_discovery() {
     assert_eq!(run.findings(), ["train.py:2:9: TL108"]);
 }
 
+/// Flags TL202 on line 2 and TL108 on line 3.
+const TWO_RULES: &str =
+    "import torch\ntorch.autograd.set_detect_anomaly(True)\nstate = torch.load('x.pt')\n";
+
+#[test]
+fn inline_config_pairs_apply_over_the_config_file_in_order() {
+    let project = Project::new();
+    project.write("train.py", TWO_RULES);
+    project.write(
+        "pyproject.toml",
+        "[tool.torchlint]\nselect = [\"TL108\", \"TL202\"]\n",
+    );
+    let both = ["train.py:2:1: TL202", "train.py:3:9: TL108"];
+    assert_eq!(concise(&project, &[]).findings(), both);
+    // A further selection layer over the config's.
+    let run = concise(&project, &["--config", "ignore = [\"TL202\"]"]);
+    assert_eq!(run.findings(), ["train.py:3:9: TL108"], "{}", run.stderr);
+    // The same key: the pair wins, and a later pair wins over an earlier one.
+    let run = concise(&project, &["--config", "select = [\"TL108\"]"]);
+    assert_eq!(run.findings(), ["train.py:3:9: TL108"], "{}", run.stderr);
+    let run = concise(
+        &project,
+        &[
+            "--config",
+            "select = [\"TL108\"]",
+            "--config",
+            "select = [\"TL202\"]",
+        ],
+    );
+    assert_eq!(run.findings(), ["train.py:2:1: TL202"], "{}", run.stderr);
+    // The other flags apply over the pairs, as Ruff's do.
+    let run = concise(
+        &project,
+        &[
+            "--config",
+            "ignore = [\"TL108\"]",
+            "--extend-select",
+            "TL108",
+        ],
+    );
+    assert_eq!(run.findings(), both, "{}", run.stderr);
+    // Over a config file named by path too, whichever comes first.
+    project.write("ci.toml", "select = [\"TL202\"]\n");
+    for args in [
+        [
+            "--config",
+            "ci.toml",
+            "--config",
+            "extend-select = [\"TL108\"]",
+        ],
+        [
+            "--config",
+            "extend-select = [\"TL108\"]",
+            "--config",
+            "ci.toml",
+        ],
+    ] {
+        let run = concise(&project, &args);
+        assert_eq!(run.findings(), both, "{args:?}: {}", run.stderr);
+    }
+}
+
+#[test]
+fn an_inline_rule_option_replaces_only_that_option() {
+    let project = Project::new();
+    let source = "import torch\nfor step, x in enumerate(loader):\n    model(x).sum().backward()\n    \
+                  if step % 5 == 0:\n        torch.cuda.empty_cache()\n    \
+                  if step % 1000 == 0:\n        torch.cuda.empty_cache()\n    \
+                  free_gpu()\n";
+    project.write("train.py", source);
+    project.write(
+        "pyproject.toml",
+        "[tool.torchlint.empty-cache-in-loop]\nmax-gated-interval = 1000\nextra-functions = [\"free_gpu\"]\n",
+    );
+    let all = [
+        "train.py:5:9: TL201",
+        "train.py:7:9: TL201",
+        "train.py:8:5: TL201",
+    ];
+    assert_eq!(concise(&project, &[]).findings(), all);
+    let pair = "empty-cache-in-loop.max-gated-interval = 10";
+    let run = concise(&project, &["--config", pair]);
+    assert_eq!(
+        run.findings(),
+        ["train.py:5:9: TL201", "train.py:8:5: TL201"],
+        "{}",
+        run.stderr
+    );
+    let run = project.run(&["check", "--show-settings", "--config", pair, "train.py"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for needed in [
+        "    --config 'empty-cache-in-loop.max-gated-interval = 10'\n",
+        "TL201 empty-cache-in-loop.max-gated-interval = 10 (--config)\n",
+        "TL201 empty-cache-in-loop.extra-functions = [\"free_gpu\"]\n",
+    ] {
+        assert!(run.stdout.contains(needed), "{needed}: {}", run.stdout);
+    }
+}
+
+#[test]
+fn inline_config_errors_name_the_command_line_pair() {
+    let project = Project::new();
+    project.write("train.py", LOAD);
+    project.write("pyproject.toml", "[tool.torchlint]\nselect = [\"TL1\"]\n");
+    let cases = [
+        (
+            "empty-cache-in-loop.max-gated-interval = \"x\"",
+            "error: --config 'empty-cache-in-loop.max-gated-interval = \"x\"': option `max-gated-interval` of TL201 takes a integer",
+        ),
+        (
+            "max-gated-interval = 20",
+            "error: --config 'max-gated-interval = 20': unknown key `max-gated-interval` in torchlint's settings (expected select,",
+        ),
+        (
+            "max-gated-interval = 20",
+            "a rule's option goes under its rule: `empty-cache-in-loop.max-gated-interval`",
+        ),
+        (
+            "select = [\"TL9\"]",
+            "error: --config 'select = [\"TL9\"]': `TL9` selects no rule",
+        ),
+        (
+            "ignore = \"TL108\"",
+            "error: --config 'ignore = \"TL108\"': `ignore` takes a list of strings",
+        ),
+        (
+            "select TL108",
+            "error: --config 'select TL108' is not a path to a file, and it cannot be parsed as a TOML `KEY = VALUE` pair",
+        ),
+    ];
+    for (pair, expected) in cases {
+        let run = concise(&project, &["--config", pair]);
+        assert_eq!(run.code, 2, "{pair}: {run:#?}");
+        assert!(
+            run.stderr.contains(expected),
+            "{pair}\nexpected: {expected}\nstderr: {}",
+            run.stderr
+        );
+        assert!(!run.stderr.contains("pyproject.toml"), "{}", run.stderr);
+        assert_eq!(run.findings(), Vec::<String>::new());
+    }
+    // With the config file's own errors, each where it is.
+    project.write("pyproject.toml", "[tool.torchlint]\nselect = [\"TL9\"]\n");
+    let run = concise(&project, &["--config", "ignore = [\"TL8\"]"]);
+    assert_eq!(run.code, 2);
+    for part in [
+        "error: --config 'ignore = [\"TL8\"]': `TL8` selects no rule",
+        "error: pyproject.toml:2: `TL9` selects no rule",
+    ] {
+        assert!(run.stderr.contains(part), "{part}: {}", run.stderr);
+    }
+}
+
+#[test]
+fn config_takes_one_file_at_most() {
+    let project = Project::new();
+    project.write("train.py", LOAD);
+    project.write("a.toml", "select = [\"TL108\"]\n");
+    project.write("b.toml", "ignore = [\"TL108\"]\n");
+    let run = concise(&project, &["--config", "a.toml", "--config", "b.toml"]);
+    assert_eq!(run.code, 2, "{run:#?}");
+    assert!(
+        run.stderr
+            .contains("error: --config names two config files, a.toml and b.toml"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(run.findings(), Vec::<String>::new());
+    // One is read as before; a missing one ending in `.toml` is a missing file, not TOML.
+    assert_eq!(concise(&project, &["--config", "b.toml"]).code, 0);
+    let run = concise(&project, &["--config", "missing.toml"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr
+            .contains("error: missing.toml: cannot read the config file"),
+        "{}",
+        run.stderr
+    );
+}
+
 #[test]
 fn per_file_ignores() {
     let project = Project::new();

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashSet as HashSet;
 
-use super::{CheckArgs, print_error, use_color};
+use super::{CheckArgs, print_error, print_errors, use_color};
 use crate::baseline::{self, Baseline};
 use crate::cache::record::Records;
 use crate::cache::{self, Cache};
@@ -18,7 +18,7 @@ use crate::linter::IO_ERROR;
 use crate::project::run::{self, Outcome};
 use crate::render::{self, OutputFormat, Report};
 use crate::rule_meta::RuleMeta;
-use crate::settings::Settings;
+use crate::settings::{OptionSource, Settings};
 use crate::source::{self, SourceFile};
 
 pub fn run(args: CheckArgs) -> u8 {
@@ -29,15 +29,16 @@ pub fn run(args: CheckArgs) -> u8 {
     let resolver = match args.rules.resolver() {
         Ok(resolver) => Arc::new(resolver),
         Err(error) => {
-            print_error(&error.to_string());
+            print_errors(&error);
             return 2;
         }
     };
-    // Command-line selectors are checked once, up front, against the current folder's rules.
+    // Command-line selectors and `--config` pairs are checked once, up front, against the
+    // current folder's rules (with the errors of its config file, if it has any too).
     if let Err(error) = resolver.for_folder(Path::new("."))
-        && error.is_command_line()
+        && error.all().any(FileError::is_command_line)
     {
-        print_error(&error.message.to_string());
+        print_errors(&error);
         return 2;
     }
 
@@ -527,6 +528,15 @@ fn show_settings(targets: &[LintTarget], errors: &[FileError], output: Option<&P
             .as_deref()
             .map_or_else(|| "none (the defaults)".to_owned(), crate::escape::path)
     ));
+    if !settings.inline_overrides.is_empty() {
+        out.push_str("  over it, from the command line:\n");
+        for pair in &settings.inline_overrides {
+            out.push_str(&format!(
+                "    --config '{}'\n",
+                crate::escape::control_characters(pair)
+            ));
+        }
+    }
     out.push_str(&format!(
         "  project root: {}\n",
         crate::escape::path(&settings.project_root)
@@ -557,10 +567,10 @@ fn show_settings(targets: &[LintTarget], errors: &[FileError], output: Option<&P
             let value = settings
                 .rule_option(rule, &option.name)
                 .map_or_else(String::new, |value| value.to_string());
-            let origin = if settings.sets_rule_option(rule, &option.name) {
-                ""
-            } else {
-                " (default)"
+            let origin = match settings.rule_option_source(rule, &option.name) {
+                OptionSource::Default => " (default)",
+                OptionSource::ConfigFile => "",
+                OptionSource::CommandLine => " (--config)",
             };
             out.push_str(&format!(
                 "    {} {}.{} = {value}{origin}\n",

@@ -7,6 +7,7 @@ mod probe;
 mod rule;
 mod watch;
 
+use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -102,9 +103,14 @@ pub struct RuleSelection {
     /// Rules to enable in addition to the configured selection.
     #[arg(long, value_delimiter = ',', value_name = "RULES")]
     pub extend_select: Vec<String>,
-    /// Use this config file for every file, instead of discovering one per folder.
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
+    /// A config file to use for every file, instead of discovering one per folder; or a
+    /// setting, as TOML `KEY = VALUE` with the config file's keys, over every config file
+    /// (`--config 'ignore = ["TL104"]'`, `--config 'empty-cache-in-loop.max-gated-interval =
+    /// 20'`). Repeatable: one file at most, settings applied in the order given; --select,
+    /// --ignore and the other flags apply over them. A value naming an existing file, or ending
+    /// in `.toml`, is a path.
+    #[arg(long, value_name = "FILE | KEY=VALUE")]
+    pub config: Vec<OsString>,
     /// Exclusion patterns replacing the configured ones (and the built-in list).
     #[arg(long, value_delimiter = ',', value_name = "PATTERNS")]
     pub exclude: Option<Vec<String>>,
@@ -131,6 +137,13 @@ impl RuleSelection {
         &self,
         host_only: bool,
     ) -> Result<crate::settings::resolver::Resolver, crate::discovery::FileError> {
+        use crate::settings::inline::ConfigArgument;
+        let arguments = self
+            .config
+            .iter()
+            .map(|value| ConfigArgument::parse(value))
+            .collect::<Result<Vec<_>, _>>()?;
+        let (config_file, inline) = ConfigArgument::split(arguments)?;
         // `PATTERN:RULE` pairs, grouped by pattern in the order given.
         let mut per_file_ignores: Vec<(String, Vec<String>)> = Vec::new();
         for pair in &self.per_file_ignores {
@@ -145,6 +158,7 @@ impl RuleSelection {
             }
         }
         let overrides = crate::settings::CliOverrides {
+            inline,
             select: self.select.clone(),
             extend_select: self.extend_select.clone(),
             ignore: self.ignore.clone(),
@@ -153,7 +167,7 @@ impl RuleSelection {
             per_file_ignores,
             host_only,
         };
-        crate::settings::resolver::Resolver::new(overrides, self.config.as_deref())
+        crate::settings::resolver::Resolver::new(overrides, config_file.as_deref())
     }
 }
 
@@ -261,6 +275,23 @@ pub fn use_color(choice: ColorChoice, stream_is_terminal: bool) -> bool {
             stream_is_terminal
                 && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
                 && std::env::var("TERM").map_or(true, |term| term != "dumb")
+        }
+    }
+}
+
+/// Prints an error and the further ones it carries, each as `error: ...`: a command-line
+/// error as its message alone (it names the flag), a file's with the file and line.
+pub fn print_errors(error: &crate::discovery::FileError) {
+    for error in error.all() {
+        if error.is_command_line() {
+            print_error(&error.message);
+        } else {
+            let shown = crate::discovery::FileError {
+                path: crate::discovery::display_path(&error.path),
+                more: Vec::new(),
+                ..error.clone()
+            };
+            print_error(&shown.to_string());
         }
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
 
-use super::{ColorChoice, RuleSelection, print_error, use_color};
+use super::{ColorChoice, RuleSelection, print_error, print_errors, use_color};
 use crate::probe::{self, Options};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -83,7 +83,7 @@ pub fn run(args: ProbeArgs) -> u8 {
     {
         Ok(both) => both,
         Err(error) => {
-            print_error(&error.to_string());
+            print_errors(&error);
             return 2;
         }
     };

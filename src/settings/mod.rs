@@ -5,7 +5,10 @@
 
 pub mod config_file;
 pub mod frameworks;
+pub mod inline;
 pub mod memo;
+mod origin;
+mod raw;
 pub mod resolver;
 pub mod selector;
 
@@ -14,14 +17,15 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
-use toml::Spanned;
-use toml::de::DeValue;
 
 use crate::error::FileError;
 use crate::rule_meta::{RuleMeta, RuleRegistry};
 pub use config_file::ConfigFile;
 use frameworks::Table;
+use inline::InlineOverride;
 use memo::Memo;
+use origin::{At, Origin};
+use raw::{KNOWN_KEYS, RawOptions, SpannedStrings};
 use selector::{SelectionLayer, Selector};
 
 /// Folders no one wants linted; `exclude` replaces this list, `extend-exclude` adds to it.
@@ -46,10 +50,13 @@ pub const DEFAULT_EXCLUDES: &[&str] = &[
     "node_modules",
 ];
 
-/// Rule selection, excludes and per-file ignores given on the command line; they apply on
-/// top of every config file, as Ruff's flags do.
+/// Settings given on the command line; they apply on top of every config file, as Ruff's
+/// flags do: first the inline `--config` pairs, then the other flags (Ruff's order).
 #[derive(Debug, Clone, Default)]
 pub struct CliOverrides {
+    /// `--config 'KEY = VALUE'` pairs, in the order given: each over the config file and the
+    /// pairs before it.
+    pub inline: Vec<InlineOverride>,
     pub select: Option<Vec<String>>,
     pub extend_select: Vec<String>,
     pub ignore: Vec<String>,
@@ -71,6 +78,10 @@ pub struct Settings {
     per_file_ignores: Vec<PerFileIgnore>,
     exclude: Exclude,
     rule_options: HashMap<String, toml::Table>,
+    /// The (rule code, option) pairs of `rule_options` an inline `--config` set.
+    options_from_command_line: BTreeSet<(String, String)>,
+    /// The `--config 'KEY = VALUE'` pairs applied over the config file, as given.
+    pub inline_overrides: Vec<String>,
     /// The folder relative paths in the config are resolved against.
     pub project_root: PathBuf,
     /// The config file these settings came from, if any.
@@ -134,8 +145,7 @@ impl PerFileIgnore {
 /// list is compiled when first matched, a config's at once, so that a bad pattern is an error
 /// at its line.
 struct Exclude {
-    /// Each pattern with its offset in the config (None: a built-in one).
-    patterns: Vec<(String, Option<usize>)>,
+    patterns: Vec<String>,
     root: PathBuf,
     sets: OnceLock<ExcludeSets>,
 }
@@ -146,17 +156,21 @@ struct ExcludeSets {
 }
 
 impl Exclude {
+    /// The patterns, compiled at once when `check_now` (some were written in a config file or
+    /// a `--config` pair: a bad one is an error there; on error, the index of the pattern when
+    /// one is to blame).
     fn build(
-        patterns: &[(String, Option<usize>)],
+        patterns: Vec<String>,
         root: &Path,
+        check_now: bool,
     ) -> Result<Self, (Option<usize>, String)> {
         let exclude = Exclude {
-            patterns: patterns.to_vec(),
+            patterns,
             root: root.to_owned(),
             sets: OnceLock::new(),
         };
-        if patterns.iter().any(|(_, offset)| offset.is_some()) {
-            let sets = ExcludeSets::compile(patterns, root)?;
+        if check_now {
+            let sets = ExcludeSets::compile(&exclude.patterns, root)?;
             let _ = exclude.sets.set(sets);
         }
         Ok(exclude)
@@ -188,15 +202,13 @@ fn anchored(root: &Path, pattern: &str) -> String {
 }
 
 impl ExcludeSets {
-    fn compile(
-        patterns: &[(String, Option<usize>)],
-        root: &Path,
-    ) -> Result<Self, (Option<usize>, String)> {
+    /// On error, the index of the pattern to blame, when one is.
+    fn compile(patterns: &[String], root: &Path) -> Result<Self, (Option<usize>, String)> {
         let mut absolute = GlobSetBuilder::new();
         let mut basename = GlobSetBuilder::new();
-        for (pattern, offset) in patterns {
+        for (index, pattern) in patterns.iter().enumerate() {
             let glob = |text: &str| {
-                Glob::new(text).map_err(|e| (*offset, format!("invalid glob `{pattern}`: {e}")))
+                Glob::new(text).map_err(|e| (Some(index), format!("invalid glob `{pattern}`: {e}")))
             };
             absolute.add(glob(&anchored(root, pattern))?);
             basename.add(glob(pattern)?);
@@ -221,11 +233,6 @@ static EXTENDED_REGISTRIES: LazyLock<Mutex<HashMap<Vec<PathBuf>, Arc<RuleRegistr
 /// pinned corpus (transformers' `modeling_utils.py`, about 250 kB) and below generated ones.
 pub const DEFAULT_CONTEXT_SIZE_LIMIT: u64 = 1 << 20;
 
-const KNOWN_KEYS: &str = "select, extend-select, ignore, per-file-ignores, exclude, extend-exclude, extend-rule-packs, frameworks, context-size-limit, or a rule name with options";
-
-/// The lists of `[tool.torchlint.frameworks]`, as in the built-in table.
-const FRAMEWORK_KEYS: &[&str] = Table::LISTS;
-
 impl Settings {
     /// Settings with no config file: default rules, default excludes, `root` for globs.
     pub fn defaults(root: &Path, cli: &CliOverrides) -> Result<Settings, FileError> {
@@ -244,32 +251,38 @@ impl Settings {
         let root = std::path::absolute(root).unwrap_or_else(|_| root.to_owned());
         let cli_error = |message: String| FileError::command_line(message);
 
-        // The config's errors, all of them: a run reports every error of the file at once.
+        // The config's errors and the inline overrides', all of them: a run reports every
+        // error of the file at once.
         let mut errors: Vec<FileError> = Vec::new();
+        let sources = config
+            .map(Origin::File)
+            .into_iter()
+            .chain(cli.inline.iter().map(Origin::CommandLine));
         let mut raw = RawOptions::default();
-        if let Some(config) = config {
-            (raw, errors) = RawOptions::read(config);
+        for source in sources {
+            let (options, source_errors) = RawOptions::read(source);
+            raw = raw.overlaid(options);
+            errors.extend(source_errors);
         }
 
         let registry = match &raw.extend_rule_packs {
-            Some(packs) if !packs.is_empty() => {
-                let config = config.expect("packs come from a config file");
+            packs if !packs.is_empty() => {
                 let folders: Vec<PathBuf> = packs.iter().map(|(p, _)| root.join(p)).collect();
                 match load_packs(&folders) {
                     Ok(registry) => registry,
                     Err(pack_errors) => {
                         // Without its packs, the config's selectors of their rules would be
                         // errors too: stop at what is known.
-                        let offset = packs[0].1;
                         let details: Vec<String> =
                             pack_errors.iter().map(|e| format!("  {e}")).collect();
-                        errors.push(config.error_at(
-                            offset,
-                            format!(
-                                "a rule pack in `extend-rule-packs` is invalid:\n{}",
-                                details.join("\n")
-                            ),
+                        errors.extend(unknown_key_errors(
+                            &raw.unknown_keys,
+                            &RuleRegistry::builtin(),
                         ));
+                        errors.push(packs[0].1.error(format!(
+                            "a rule pack in `extend-rule-packs` is invalid:\n{}",
+                            details.join("\n")
+                        )));
                         return Err(FileError::combined(errors).expect("an error was pushed"));
                     }
                 }
@@ -277,16 +290,13 @@ impl Settings {
             _ => RuleRegistry::builtin(),
         };
 
-        // Selection: the config layer, then the command line.
-        let parse_spanned = |items: &[(String, usize)], errors: &mut Vec<FileError>| {
+        // Selection: the config's layer, the inline overrides', then the other flags'.
+        let parse_spanned = |items: &[(String, At)], errors: &mut Vec<FileError>| {
             items
                 .iter()
-                .filter_map(|(text, offset)| {
+                .filter_map(|(text, at)| {
                     Selector::parse(text, &registry)
-                        .map_err(|message| {
-                            let config = config.expect("spanned selectors come from a config file");
-                            errors.push(config.error_at(*offset, message));
-                        })
+                        .map_err(|message| errors.push(at.error(message)))
                         .ok()
                 })
                 .collect::<Vec<Selector>>()
@@ -297,23 +307,24 @@ impl Settings {
                 .map(|text| Selector::parse(text, &registry).map_err(&cli_error))
                 .collect()
         };
-        let config_layer = SelectionLayer {
-            select: raw
-                .select
-                .as_deref()
-                .map(|items| parse_spanned(items, &mut errors)),
-            extend_select: parse_spanned(
-                raw.extend_select.as_deref().unwrap_or_default(),
-                &mut errors,
-            ),
-            ignore: parse_spanned(raw.ignore.as_deref().unwrap_or_default(), &mut errors),
-        };
-        let cli_layer = SelectionLayer {
+        let mut layers: Vec<SelectionLayer> = raw
+            .selections
+            .iter()
+            .map(|layer| SelectionLayer {
+                select: layer
+                    .select
+                    .as_deref()
+                    .map(|items| parse_spanned(items, &mut errors)),
+                extend_select: parse_spanned(&layer.extend_select, &mut errors),
+                ignore: parse_spanned(&layer.ignore, &mut errors),
+            })
+            .collect();
+        layers.push(SelectionLayer {
             select: cli.select.as_deref().map(parse_cli).transpose()?,
             extend_select: parse_cli(&cli.extend_select)?,
             ignore: parse_cli(&cli.ignore)?,
-        };
-        let enabled_codes = selector::resolve(&registry, &[config_layer, cli_layer]);
+        });
+        let enabled_codes = selector::resolve(&registry, &layers);
         let enabled = registry
             .iter()
             .filter(|rule| enabled_codes.contains(&rule.code))
@@ -321,15 +332,12 @@ impl Settings {
             .collect();
 
         let mut per_file_ignores = Vec::new();
-        for (pattern, pattern_offset, selectors) in raw.per_file_ignores.unwrap_or_default() {
-            let config = config.expect("per-file-ignores come from a config file");
+        for (pattern, pattern_at, selectors) in raw.per_file_ignores.unwrap_or_default() {
             let written = selectors.iter().map(|(text, _)| text.clone()).collect();
             let selectors = parse_spanned(&selectors, &mut errors);
             match PerFileIgnore::new(&root, &pattern, written, selectors) {
                 Ok(ignore) => per_file_ignores.push(ignore),
-                Err(e) => errors.push(
-                    config.error_at(pattern_offset, format!("invalid glob `{pattern}`: {e}")),
-                ),
+                Err(e) => errors.push(pattern_at.error(format!("invalid glob `{pattern}`: {e}"))),
             }
         }
 
@@ -343,20 +351,16 @@ impl Settings {
             per_file_ignores.push(ignore);
         }
 
-        let mut excludes: Vec<(String, Option<usize>)> = match (&cli.exclude, raw.exclude) {
+        // Each pattern with the place it was written (None: built in, or a flag's).
+        let mut excludes: Vec<(String, Option<At>)> = match (&cli.exclude, raw.exclude) {
             (Some(exclude), _) => exclude.iter().map(|p| (p.clone(), None)).collect(),
-            (None, Some(exclude)) => exclude.into_iter().map(|(p, o)| (p, Some(o))).collect(),
+            (None, Some(exclude)) => exclude.into_iter().map(|(p, at)| (p, Some(at))).collect(),
             (None, None) => DEFAULT_EXCLUDES
                 .iter()
                 .map(|p| ((*p).to_owned(), None))
                 .collect(),
         };
-        excludes.extend(
-            raw.extend_exclude
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(p, o)| (p, Some(o))),
-        );
+        excludes.extend(raw.extend_exclude.into_iter().map(|(p, at)| (p, Some(at))));
         for pattern in cli.exclude.iter().flatten().chain(&cli.extend_exclude) {
             if let Err(error) = Glob::new(pattern) {
                 return Err(cli_error(format!(
@@ -365,68 +369,72 @@ impl Settings {
             }
         }
         excludes.extend(cli.extend_exclude.iter().map(|p| (p.clone(), None)));
-        let exclude = Exclude::build(&excludes, &root)
-            .map_err(|(offset, message)| match (config, offset) {
-                (Some(config), Some(offset)) => errors.push(config.error_at(offset, message)),
-                _ => errors.push(cli_error(message)),
-            })
+        let written = excludes.iter().any(|(_, at)| at.is_some());
+        let patterns = excludes.iter().map(|(p, _)| p.clone()).collect();
+        let exclude = Exclude::build(patterns, &root, written)
+            .map_err(
+                |(index, message)| match index.and_then(|index| excludes[index].1) {
+                    Some(at) => errors.push(at.error(message)),
+                    None => errors.push(cli_error(message)),
+                },
+            )
             .ok();
 
-        let mut rule_options = HashMap::new();
-        for (name, offset, table) in raw.rule_tables {
-            let config = config.expect("rule tables come from a config file");
+        errors.extend(unknown_key_errors(&raw.unknown_keys, &registry));
+
+        // Merged option by option: a later source's value replaces only that option.
+        let mut rule_options: HashMap<String, toml::Table> = HashMap::new();
+        let mut options_from_command_line = BTreeSet::new();
+        for (name, at, table) in raw.rule_tables {
             let Some(rule) = registry.find(&name) else {
-                errors.push(config.error_at(
-                    offset,
-                    format!(
-                        "unknown key `{name}` in {} (expected {KNOWN_KEYS})",
-                        config.section
-                    ),
-                ));
+                errors.push(at.error(format!(
+                    "unknown key `{name}` in {} (expected {KNOWN_KEYS})",
+                    at.origin.section()
+                )));
                 continue;
             };
-            let mut options = toml::Table::new();
+            let options = rule_options.entry(rule.code.clone()).or_default();
             for raw_option in table {
                 let Some(option) = rule.option(&raw_option.name) else {
                     let known: Vec<&str> = rule.options.iter().map(|o| o.name.as_str()).collect();
-                    errors.push(config.error_at(
-                        raw_option.offset,
-                        format!(
-                            "`{}` is not an option of {} {} ({})",
-                            raw_option.name,
-                            rule.code,
-                            rule.name,
-                            if known.is_empty() {
-                                "it has no options".to_owned()
-                            } else {
-                                format!("its options: {}", known.join(", "))
-                            }
-                        ),
-                    ));
+                    errors.push(raw_option.at.error(format!(
+                        "`{}` is not an option of {} {} ({})",
+                        raw_option.name,
+                        rule.code,
+                        rule.name,
+                        if known.is_empty() {
+                            "it has no options".to_owned()
+                        } else {
+                            format!("its options: {}", known.join(", "))
+                        }
+                    )));
                     continue;
                 };
                 if !option.kind.accepts(&raw_option.value) {
-                    errors.push(config.error_at(
-                        raw_option.value_offset,
-                        format!(
-                            "option `{}` of {} takes a {}",
-                            option.name,
-                            rule.code,
-                            option.kind.as_str()
-                        ),
-                    ));
+                    errors.push(raw_option.value_at.error(format!(
+                        "option `{}` of {} takes a {}",
+                        option.name,
+                        rule.code,
+                        option.kind.as_str()
+                    )));
                     continue;
+                }
+                let key = (rule.code.clone(), option.name.clone());
+                if raw_option.at.is_command_line() {
+                    options_from_command_line.insert(key);
+                } else {
+                    options_from_command_line.remove(&key);
                 }
                 options.insert(option.name.clone(), raw_option.value);
             }
-            rule_options.insert(rule.code.clone(), options);
         }
 
-        let framework_table = match config {
-            Some(config) if !raw.frameworks.is_empty() => framework_table(config, &raw.frameworks)
+        let framework_table = if raw.frameworks.is_empty() {
+            None
+        } else {
+            framework_table(&raw.frameworks)
                 .map_err(|error| errors.push(error))
-                .ok(),
-            _ => None,
+                .ok()
         };
 
         if let Some(error) = FileError::combined(errors) {
@@ -441,6 +449,8 @@ impl Settings {
             per_file_ignores,
             exclude,
             rule_options,
+            options_from_command_line,
+            inline_overrides: cli.inline.iter().map(|i| i.text().to_owned()).collect(),
             project_root: root,
             config_path: config.map(|c| c.path.clone()),
             host_only: cli.host_only,
@@ -494,10 +504,7 @@ impl Settings {
 
     /// The exclusion patterns, as written (the built-in ones unless the config set `exclude`).
     pub fn exclude_patterns(&self) -> impl Iterator<Item = &str> {
-        self.exclude
-            .patterns
-            .iter()
-            .map(|(pattern, _)| pattern.as_str())
+        self.exclude.patterns.iter().map(String::as_str)
     }
 
     /// The `per-file-ignores` entries, as written: each pattern and what it turns off.
@@ -507,11 +514,22 @@ impl Settings {
             .map(|ignore| (ignore.pattern.as_str(), ignore.written.as_slice()))
     }
 
-    /// Whether the config sets this option of the rule (else it has its default).
-    pub fn sets_rule_option(&self, rule: &RuleMeta, name: &str) -> bool {
-        self.rule_options
+    /// Where this option of the rule got its value (for `--show-settings`).
+    pub fn rule_option_source(&self, rule: &RuleMeta, name: &str) -> OptionSource {
+        let set = self
+            .rule_options
             .get(&rule.code)
-            .is_some_and(|options| options.contains_key(name))
+            .is_some_and(|options| options.contains_key(name));
+        if !set {
+            OptionSource::Default
+        } else if self
+            .options_from_command_line
+            .contains(&(rule.code.clone(), name.to_owned()))
+        {
+            OptionSource::CommandLine
+        } else {
+            OptionSource::ConfigFile
+        }
     }
 
     /// A rule option's configured value, or its declared default.
@@ -524,20 +542,57 @@ impl Settings {
     }
 }
 
+/// Where a rule option's value comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OptionSource {
+    Default,
+    ConfigFile,
+    /// An inline `--config` pair.
+    CommandLine,
+}
+
+/// The errors of keys that are neither settings nor rule tables.
+fn unknown_key_errors<'a>(
+    keys: &'a [(String, At<'a>)],
+    registry: &'a RuleRegistry,
+) -> impl Iterator<Item = FileError> + 'a {
+    keys.iter().map(|(name, at)| {
+        at.error(format!(
+            "unknown key `{name}` in {} (expected {KNOWN_KEYS}){}",
+            at.origin.section(),
+            option_hint(registry, name)
+        ))
+    })
+}
+
+/// For an unknown key that is an option of some rule, where it belongs: `max-gated-interval`
+/// alone is `empty-cache-in-loop.max-gated-interval`.
+fn option_hint(registry: &RuleRegistry, key: &str) -> String {
+    let owners: Vec<String> = registry
+        .iter()
+        .filter(|rule| rule.option(key).is_some())
+        .map(|rule| format!("`{}.{key}`", rule.name))
+        .collect();
+    if owners.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; a rule's option goes under its rule: {}",
+            owners.join(" or ")
+        )
+    }
+}
+
 /// The built-in framework table extended with the config's lists; a pattern that does not
 /// compile is an error at the pattern.
-fn framework_table(
-    config: &ConfigFile,
-    lists: &[(String, usize, SpannedStrings)],
-) -> Result<Table, FileError> {
+fn framework_table(lists: &[(String, At, SpannedStrings)]) -> Result<Table, FileError> {
     let mut table = Table::default();
     for (list, _, patterns) in lists {
-        for (pattern, offset) in patterns {
+        for (pattern, at) in patterns {
             if matches!(list.as_str(), "backward-methods" | "gathering-methods")
                 && !frameworks::is_method_name(pattern)
             {
-                return Err(config.error_at(
-                    *offset,
+                return Err(at.error(
                     format!(
                         "`{pattern}` in `frameworks.{list}` is not a method name: list the method alone (`backprop` for `engine.backprop(loss)`), without a receiver or `*`"
                     ),
@@ -545,15 +600,13 @@ fn framework_table(
             }
             if list == "per-batch-hooks" {
                 if let Err(error) = frameworks::parse_hook(pattern) {
-                    return Err(config
-                        .error_at(*offset, format!("{error} in `frameworks.per-batch-hooks`")));
+                    return Err(at.error(format!("{error} in `frameworks.per-batch-hooks`")));
                 }
                 // Not a pattern: a name and parameter names.
             } else if let Err(error) = globset::Glob::new(pattern) {
-                return Err(config.error_at(
-                    *offset,
-                    format!("`{pattern}` in `frameworks.{list}` is not a valid pattern: {error}"),
-                ));
+                return Err(at.error(format!(
+                    "`{pattern}` in `frameworks.{list}` is not a valid pattern: {error}"
+                )));
             }
         }
         let Some(target) = table.list_mut(list) else {
@@ -562,9 +615,7 @@ fn framework_table(
         target.extend(patterns.iter().map(|(pattern, _)| pattern.clone()));
     }
     let table = Table::builtin().extended(&table);
-    table
-        .check()
-        .map_err(|error| config.error_at(lists[0].1, error))?;
+    table.check().map_err(|error| lists[0].1.error(error))?;
     Ok(table)
 }
 
@@ -601,217 +652,20 @@ fn load_packs(folders: &[PathBuf]) -> Result<Arc<RuleRegistry>, Vec<FileError>> 
     Ok(registry)
 }
 
-/// Strings of a config list, each with the byte offset it was written at.
-type SpannedStrings = Vec<(String, usize)>;
-
-/// The config table checked for known keys and value types, with offsets for errors.
-#[derive(Default)]
-struct RawOptions {
-    select: Option<Vec<(String, usize)>>,
-    extend_select: Option<Vec<(String, usize)>>,
-    ignore: Option<Vec<(String, usize)>>,
-    per_file_ignores: Option<Vec<(String, usize, SpannedStrings)>>,
-    exclude: Option<Vec<(String, usize)>>,
-    extend_exclude: Option<Vec<(String, usize)>>,
-    extend_rule_packs: Option<Vec<(String, usize)>>,
-    context_size_limit: Option<u64>,
-    /// `[frameworks]`: (list name, offset, patterns).
-    frameworks: Vec<(String, usize, SpannedStrings)>,
-    /// `[rule-name]` tables: (name, offset, [(option, offset, value, value offset)]).
-    rule_tables: Vec<(String, usize, Vec<RawRuleOption>)>,
-}
-
-struct RawRuleOption {
-    name: String,
-    offset: usize,
-    value: toml::Value,
-    value_offset: usize,
-}
-
-impl RawOptions {
-    /// The options the config sets, and every error in them (each key is read whatever the
-    /// others hold: a run reports all of a file's errors at once).
-    fn read(config: &ConfigFile) -> (RawOptions, Vec<FileError>) {
-        let mut raw = RawOptions::default();
-        let mut errors = Vec::new();
-        for (key, value) in config.table() {
-            if let Err(error) = raw.read_key(config, key, value) {
-                errors.push(error);
-            }
-        }
-        (raw, errors)
-    }
-
-    fn read_key(
-        &mut self,
-        config: &ConfigFile,
-        key: Spanned<std::borrow::Cow<'_, str>>,
-        value: Spanned<DeValue<'_>>,
-    ) -> Result<(), FileError> {
-        let raw = self;
-        {
-            let offset = key.span().start;
-            let name = key.get_ref().to_string();
-            let list = || string_list(config, &name, &value);
-            match name.as_str() {
-                "select" => raw.select = Some(list()?),
-                "extend-select" => raw.extend_select = Some(list()?),
-                "ignore" => raw.ignore = Some(list()?),
-                "exclude" => raw.exclude = Some(list()?),
-                "extend-exclude" => raw.extend_exclude = Some(list()?),
-                "extend-rule-packs" => raw.extend_rule_packs = Some(list()?),
-                "context-size-limit" => match value.get_ref() {
-                    DeValue::Integer(number) => {
-                        raw.context_size_limit = Some(
-                            u64::from_str_radix(&number.as_str().replace('_', ""), number.radix())
-                                .map_err(|_| {
-                                    config.error_at(
-                                        value.span().start,
-                                        "`context-size-limit` takes a number of bytes, like `context-size-limit = 1_048_576`",
-                                    )
-                                })?,
-                        );
-                    }
-                    _ => {
-                        return Err(config.error_at(
-                            value.span().start,
-                            "`context-size-limit` takes a number of bytes, like `context-size-limit = 1_048_576`",
-                        ));
-                    }
-                },
-                "frameworks" => {
-                    let DeValue::Table(table) = value.get_ref() else {
-                        return Err(config.error_at(
-                            value.span().start,
-                            "`frameworks` takes a table of lists, like `model-factories = [\"acme.models.build_*\"]`",
-                        ));
-                    };
-                    for (list, patterns) in table {
-                        let list_name = list.get_ref().to_string();
-                        if !FRAMEWORK_KEYS.contains(&list_name.as_str()) {
-                            return Err(config.error_at(
-                                list.span().start,
-                                format!(
-                                    "unknown key `{list_name}` in `frameworks` (expected {})",
-                                    FRAMEWORK_KEYS.join(", ")
-                                ),
-                            ));
-                        }
-                        let patterns = string_list(config, &list_name, patterns)?;
-                        raw.frameworks
-                            .push((list_name, list.span().start, patterns));
-                    }
-                }
-                "per-file-ignores" => {
-                    let DeValue::Table(table) = value.get_ref() else {
-                        return Err(config.error_at(
-                            value.span().start,
-                            "`per-file-ignores` takes a table of glob = [codes], like `\"tests/*\" = [\"TL108\"]`",
-                        ));
-                    };
-                    let mut entries = Vec::new();
-                    for (pattern, selectors) in table {
-                        let pattern_text = pattern.get_ref().to_string();
-                        let codes = string_list(config, &pattern_text, selectors)?;
-                        entries.push((pattern_text, pattern.span().start, codes));
-                    }
-                    raw.per_file_ignores = Some(entries);
-                }
-                _ => {
-                    // A rule's options table, validated once the registry is known.
-                    let DeValue::Table(table) = value.get_ref() else {
-                        return Err(config.error_at(
-                            offset,
-                            format!(
-                                "unknown key `{name}` in {} (expected {KNOWN_KEYS})",
-                                config.section
-                            ),
-                        ));
-                    };
-                    let options = table
-                        .iter()
-                        .map(|(option, value)| RawRuleOption {
-                            name: option.get_ref().to_string(),
-                            offset: option.span().start,
-                            value: to_value(value.get_ref()),
-                            value_offset: value.span().start,
-                        })
-                        .collect();
-                    raw.rule_tables.push((name, offset, options));
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-fn string_list(
-    config: &ConfigFile,
-    key: &str,
-    value: &Spanned<DeValue<'_>>,
-) -> Result<Vec<(String, usize)>, FileError> {
-    let error = |offset: usize| {
-        config.error_at(
-            offset,
-            format!("`{key}` takes a list of strings, like `[\"TL1\", \"TL201\"]`"),
-        )
-    };
-    let DeValue::Array(items) = value.get_ref() else {
-        return Err(error(value.span().start));
-    };
-    items
-        .iter()
-        .map(|item| match item.get_ref() {
-            DeValue::String(text) => Ok((text.to_string(), item.span().start)),
-            _ => Err(error(item.span().start)),
-        })
-        .collect()
-}
-
-/// A spanned TOML value as a plain `toml::Value`.
-fn to_value(value: &DeValue<'_>) -> toml::Value {
-    match value {
-        DeValue::String(text) => toml::Value::String(text.to_string()),
-        DeValue::Integer(integer) => {
-            let digits = integer.as_str().replace('_', "");
-            i64::from_str_radix(&digits, integer.radix())
-                .map(toml::Value::Integer)
-                .unwrap_or_else(|_| toml::Value::String(integer.to_string()))
-        }
-        DeValue::Float(float) => float
-            .as_str()
-            .replace('_', "")
-            .parse::<f64>()
-            .map(toml::Value::Float)
-            .unwrap_or(toml::Value::Float(f64::NAN)),
-        DeValue::Boolean(flag) => toml::Value::Boolean(*flag),
-        DeValue::Datetime(datetime) => toml::Value::Datetime(*datetime),
-        DeValue::Array(items) => {
-            toml::Value::Array(items.iter().map(|item| to_value(item.get_ref())).collect())
-        }
-        DeValue::Table(table) => toml::Value::Table(
-            table
-                .iter()
-                .map(|(key, value)| (key.get_ref().to_string(), to_value(value.get_ref())))
-                .collect(),
-        ),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn the_built_in_excludes_compile_under_any_root() {
-        let patterns: Vec<(String, Option<usize>)> = DEFAULT_EXCLUDES
+        let patterns: Vec<String> = DEFAULT_EXCLUDES
             .iter()
-            .map(|pattern| ((*pattern).to_owned(), None))
+            .map(|pattern| (*pattern).to_owned())
             .collect();
         for root in ["/work/project", "/data[1/{a,b}/x*"] {
             let root = Path::new(root);
             assert!(ExcludeSets::compile(&patterns, root).is_ok(), "{root:?}");
-            let exclude = Exclude::build(&patterns, root).unwrap();
+            let exclude = Exclude::build(patterns.clone(), root, true).unwrap();
             assert!(exclude.matches(&root.join(".venv")), "{root:?}");
             assert!(exclude.matches(&root.join("src/build")), "{root:?}");
             assert!(!exclude.matches(&root.join("train.py")), "{root:?}");

@@ -1,5 +1,5 @@
-//! Which settings govern a path: `--config` if given, else the closest config file found from
-//! the path's folder upward, else the defaults. Resolved once per folder and cached.
+//! Which settings govern a path: `--config FILE` if given, else the closest config file found
+//! from the path's folder upward, else the defaults. Resolved once per folder and cached.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
