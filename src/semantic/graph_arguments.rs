@@ -74,27 +74,27 @@ pub fn record_graph_arguments<'a>(checker: &impl Position<'a>, node: Node<'a>) {
         ) {
             return;
         }
+        // A call that passes nothing records nothing: asked before whether the method keeps
+        // a parameter, which analyses every method of that name in the file.
+        let Some(list) = checker
+            .arguments(node)
+            .filter(|list| list.named_child_count() > 0)
+        else {
+            return;
+        };
         let Some(receiver) = checker.field(callee, FIELDS.object) else {
             return;
         };
         if !analysis.may_store(method) {
             // The file that defines the method may not be summarised yet: a call on a
             // receiver of no known class is recorded by name all the same.
-            if let Some(list) = checker.arguments(node) {
-                record_device_arguments_by_name(
-                    checker,
-                    node,
-                    receiver,
-                    method,
-                    &Passed::Arguments(list),
-                );
-            }
-            return;
-        }
-        let Some(list) = checker.arguments(node) else {
-            return;
-        };
-        if list.named_child_count() == 0 {
+            record_device_arguments_by_name(
+                checker,
+                node,
+                receiver,
+                method,
+                &Passed::Arguments(list),
+            );
             return;
         }
         (receiver, method, Passed::Arguments(list))

@@ -108,17 +108,14 @@ impl<'a> Analysis<'a> {
     }
 
     /// The calls of a name (`f(...)`, `x.f(...)`) that start in `range`.
-    fn calls_in(&self, name: &str, range: std::ops::Range<usize>) -> Vec<Node<'a>> {
+    fn calls_in(&self, name: &str, range: std::ops::Range<usize>) -> &[Node<'a>] {
         let Some(calls) = self.model.calls_by_name.get(name) else {
-            return Vec::new();
+            return &[];
         };
         // In document order, as the walk recorded them.
         let first = calls.partition_point(|call| call.start_byte() < range.start);
-        calls[first..]
-            .iter()
-            .take_while(|call| call.start_byte() < range.end)
-            .copied()
-            .collect()
+        let end = first + calls[first..].partition_point(|call| call.start_byte() < range.end);
+        &calls[first..end]
     }
 
     /// The statements assigning `self.<attribute>` (or `+=`) whose start lies in `range`.
@@ -194,7 +191,7 @@ impl<'a> Analysis<'a> {
         let range = body.byte_range();
         let mut calls: Vec<Node<'a>> = Vec::new();
         for (name, _) in &self.model.classes[class].methods {
-            for call in self.calls_in(name, range.clone()) {
+            for &call in self.calls_in(name, range.clone()) {
                 if self.model.callee(call).is_some_and(|callee| {
                     callee.kind_id() == KINDS.attribute
                         && callee
@@ -461,7 +458,7 @@ impl<'a> Analysis<'a> {
     /// `torch.cat` or `torch.stack`: it holds tensors.
     pub fn joined_with_torch(&self, list: &str, range: std::ops::Range<usize>) -> bool {
         ["cat", "stack", "concat"].iter().any(|name| {
-            self.calls_in(name, range.clone()).into_iter().any(|call| {
+            self.calls_in(name, range.clone()).iter().any(|&call| {
                 let joins_the_list = call
                     .child_by_field_id(FIELDS.arguments)
                     .and_then(|arguments| arguments.named_child(0))
