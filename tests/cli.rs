@@ -460,7 +460,7 @@ fn inline_config_errors_name_the_command_line_pair() {
     let cases = [
         (
             "empty-cache-in-loop.max-gated-interval = \"x\"",
-            "error: --config 'empty-cache-in-loop.max-gated-interval = \"x\"': option `max-gated-interval` of TL201 takes a integer",
+            "error: --config 'empty-cache-in-loop.max-gated-interval = \"x\"': option `max-gated-interval` of TL201 takes an integer",
         ),
         (
             "max-gated-interval = 20",
@@ -1029,7 +1029,7 @@ fn config_errors_name_the_file_line_and_key() {
         ),
         (
             "[tool.torchlint.empty-cache-in-loop]\nextra-functions = \"x\"\n",
-            "pyproject.toml:2: option `extra-functions` of TL201 takes a list-of-strings",
+            "pyproject.toml:2: option `extra-functions` of TL201 takes a list of strings",
         ),
         (
             "[tool.torchlint.load-without-map-location]\nx = 1\n",

@@ -143,6 +143,16 @@ impl OptionKind {
         }
     }
 
+    /// The kind in a sentence: "takes {an integer}".
+    pub fn described(self) -> &'static str {
+        match self {
+            OptionKind::Boolean => "a boolean",
+            OptionKind::Integer => "an integer",
+            OptionKind::String => "a string",
+            OptionKind::StringList => "a list of strings",
+        }
+    }
+
     pub fn accepts(self, value: &toml::Value) -> bool {
         match self {
             OptionKind::Boolean => value.is_bool(),

@@ -412,10 +412,10 @@ impl Settings {
                 };
                 if !option.kind.accepts(&raw_option.value) {
                     errors.push(raw_option.value_at.error(format!(
-                        "option `{}` of {} takes a {}",
+                        "option `{}` of {} takes {}",
                         option.name,
                         rule.code,
-                        option.kind.as_str()
+                        option.kind.described()
                     )));
                     continue;
                 }
