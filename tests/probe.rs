@@ -122,6 +122,12 @@ fn probe_confirms_a_kept_graph_on_cpu() {
     assert_eq!(run.code, 1, "confirmed findings exit 1\n{}", run.stderr);
     let report = json(&run);
     assert!(report["device"].is_null(), "{report:#}");
+    // Without a GPU the probe's footprint is its host memory alone.
+    assert!(report["footprint"]["device"].is_null(), "{report:#}");
+    assert!(
+        report["footprint"]["host_peak_rss"].as_u64().unwrap_or(0) > 0,
+        "{report:#}"
+    );
     assert_eq!(report["stop"], "complete", "{report:#}");
     let accumulated = verdict(&report, "TL102", 15);
     assert_eq!(accumulated["status"], "confirmed", "{accumulated:#}");
@@ -283,6 +289,13 @@ fn probe_full_output_shows_evidence_and_writes_the_html_report() {
         run.stdout
     );
     assert!(
+        regex::Regex::new(r"probe's own footprint: [0-9.]+ MiB peak RSS on the host")
+            .unwrap()
+            .is_match(&run.stdout),
+        "{}",
+        run.stdout
+    );
+    assert!(
         run.stdout.contains("script output"),
         "the script's own output reaches stdout"
     );
@@ -295,6 +308,7 @@ fn probe_full_output_shows_evidence_and_writes_the_html_report() {
         "<dt>torchlint</dt>",
         "<dt>PyTorch</dt><dd>2.",
         "<dt>Started</dt><dd>20",
+        "<dt>Probe&#39;s own footprint</dt><dd>",
     ] {
         assert!(page.contains(row), "{row}: {page}");
     }

@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use torchlint::probe::events::{DeviceSample, Exit, Hit, Sample, Value};
 use torchlint::probe::html;
-use torchlint::probe::report::{DeviceInfo, FindingRef, ProbeReport, Stop, WatchedFinding};
+use torchlint::probe::report::{
+    DeviceInfo, FindingRef, Footprint, MemorySource, ProbeReport, Stop, WatchedFinding,
+};
 use torchlint::probe::verdict::{Class, Slope, Status, Verdict, summarize};
 
 const MIB: u64 = 1 << 20;
@@ -92,6 +94,8 @@ fn gpu_report() -> ProbeReport {
         .map(|i| DeviceSample {
             t: STARTED - 0.5 + i as f64 * 0.05,
             used: 2 * GIB + i * 5 * MIB,
+            script: Some(GIB + i * 5 * MIB),
+            probe: Some(0),
         })
         .collect();
     let mut hits: Vec<Hit> = (1..=30).map(|n| hit(0, n, GIB + n * 8 * MIB)).collect();
@@ -103,7 +107,14 @@ fn gpu_report() -> ProbeReport {
         python: Some("3.12.3".to_owned()),
         torch: Some("2.11.0".to_owned()),
         mechanism: Some("sys.monitoring".to_owned()),
-        device: Some(DeviceInfo { index: 0, name: "NVIDIA H200".to_owned(), total: 141 * GIB, used_before: GIB }),
+        device: Some(DeviceInfo {
+            index: 0,
+            name: "NVIDIA H200".to_owned(),
+            total: 141 * GIB,
+            used_before: Some(GIB),
+            source: MemorySource::Nvml,
+        }),
+        footprint: Footprint { device: Some(0), host_peak_rss: Some(12 * MIB) },
         cpu_mode_reason: None,
         findings: vec![
             WatchedFinding {
@@ -188,6 +199,15 @@ fn page_is_self_contained_and_escapes_the_run_text() {
         "{page}"
     );
     assert!(page.contains("<dt>PyTorch</dt><dd>2.11.0</dd>"));
+    // Where the device's figures come from, the script's share at the peak, and what the
+    // probe itself took (no CUDA context: nothing on the device).
+    for row in [
+        "1.0 GiB in use before the script); device memory from NVML (whole device, and per process)",
+        "<dt>Device at its peak</dt><dd>2.8 GiB in use, 1.8 GiB of it by the script&#39;s processes, 1.0 GiB by other processes and the driver</dd>",
+        "<dt>Probe&#39;s own footprint</dt><dd>0 B on the device (no CUDA context), 12.0 MiB peak RSS on the host</dd>",
+    ] {
+        assert!(page.contains(row), "{row}\n{page}");
+    }
     assert!(
         page.contains("<dt>Started</dt><dd>2023-11-14T22:13:20Z</dd>"),
         "{page}"
@@ -197,7 +217,7 @@ fn page_is_self_contained_and_escapes_the_run_text() {
         "{page}"
     );
     assert!(page.contains("<p class=\"fix\">Fix: fix &lt;"), "{page}");
-    for curve in ["device used (driver)", "reserved", "allocated"] {
+    for curve in ["device used (whole device)", "reserved", "allocated"] {
         assert!(
             page.contains(&format!("<title>{curve}</title></polyline>")),
             "{curve}"

@@ -1,11 +1,15 @@
-//! The GPU as the CUDA driver sees it: name, total memory, and used memory sampled through the
-//! run. The driver library is loaded at run time (cudarc's dynamic loading), so torchlint builds
-//! and runs on machines without CUDA; there it reports why and the probe runs in CPU mode.
+//! The GPU, read without putting anything on it. A CUDA context costs about half a gigabyte of
+//! the device (527 MiB on an H200), and a probe that held one would change what it measures:
+//! a script at the edge of its memory would run out where it does not by itself.
 //!
-//! Used memory comes from `cuMemGetInfo` on the device: everything on it, including what
-//! PyTorch's own counters miss (CUDA contexts, cuDNN/cuBLAS workspaces, NCCL, other libraries,
-//! other processes). Reading it needs a context of our own on the device; its cost is part of
-//! the `used_before` baseline, so deltas exclude it.
+//! So the CUDA driver (loaded at run time through cudarc, so torchlint runs on machines without
+//! CUDA) is asked only what it tells without a context: the device, its name, total memory and
+//! UUID. Used memory comes from NVML, the library `nvidia-smi` reads (also loaded at run time),
+//! which sees the whole device and each process on it, no context needed: the script's own
+//! processes (DataLoader workers, torchrun ranks: every process below ours) are told apart from
+//! everything else on the card. Where NVML is missing (some containers ship the driver without
+//! it), the runner reads `torch.cuda.mem_get_info` inside the script's process instead, once the
+//! script has a context of its own there ([`MemorySource::InProcess`]).
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,84 +18,141 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use cudarc::driver::{result, sys};
+use nvml_wrapper::Nvml;
+use nvml_wrapper::enums::device::UsedGpuMemory;
 
 use super::events::DeviceSample;
 use super::now;
+use super::processes;
+use super::report::MemorySource;
 
 pub struct Device {
     pub index: usize,
     pub name: String,
     pub total: u64,
-    pub used_before: u64,
-    context: Context,
+    /// Used memory on the whole device before the script starts (NVML only).
+    pub used_before: Option<u64>,
+    pub source: MemorySource,
+    nvml: Option<Arc<NvmlDevice>>,
 }
 
-/// The device's primary context, held for as long as we sample.
-struct Context {
-    device: sys::CUdevice,
-    raw: sys::CUcontext,
-}
-
-// The context handle is only a token the driver hands back; it may be made current on any
-// thread (that is how the sampler uses it).
-unsafe impl Send for Context {}
-unsafe impl Sync for Context {}
-
-impl Drop for Context {
-    fn drop(&mut self) {
-        // SAFETY: the context was retained by `open` and is released once, here.
-        unsafe {
-            let _ = result::primary_ctx::release(self.device);
-        }
-    }
+/// NVML and the device's UUID, which names the same GPU whatever order CUDA and NVML list
+/// devices in (CUDA puts the fastest first; `CUDA_VISIBLE_DEVICES` renumbers).
+struct NvmlDevice {
+    nvml: Nvml,
+    uuid: String,
 }
 
 impl Device {
-    /// Opens GPU `index` (an index among the devices the driver lists), or says why not.
+    /// Opens GPU `index` (an index among the devices the CUDA driver lists), or says why not.
     pub fn open(index: usize) -> Result<Device, String> {
         // cudarc panics when a symbol is missing from an old driver; that is a "no" here.
-        catch_unwind(AssertUnwindSafe(|| open(index))).unwrap_or_else(|_| {
-            Err("the CUDA driver library lacks functions torchlint needs".into())
-        })
+        let driver =
+            catch_unwind(AssertUnwindSafe(|| driver_facts(index))).unwrap_or_else(|_| {
+                Err("the CUDA driver library lacks functions torchlint needs".into())
+            })?;
+        Ok(Device::with_nvml(
+            index,
+            driver,
+            open_nvml(std::env::var_os("TORCHLINT_NVML_LIBRARY")),
+        ))
     }
 
-    /// Starts sampling used memory every `every` until the returned sampler is stopped.
-    pub fn sample(self: &Arc<Self>, every: Duration) -> Sampler {
+    /// The device as the driver describes it, read through NVML when it opened.
+    fn with_nvml(index: usize, driver: DriverFacts, nvml: Result<Nvml, String>) -> Device {
+        let opened = nvml.and_then(|nvml| {
+            let used = nvml
+                .device_by_uuid(driver.uuid.as_str())
+                .and_then(|device| device.memory_info())
+                .map_err(|error| {
+                    format!("NVML cannot read GPU {} ({}): {error}", index, driver.uuid)
+                })?
+                .used;
+            Ok((
+                NvmlDevice {
+                    nvml,
+                    uuid: driver.uuid.clone(),
+                },
+                used,
+            ))
+        });
+        let (source, used_before, nvml) = match opened {
+            Ok((nvml, used)) => (MemorySource::Nvml, Some(used), Some(Arc::new(nvml))),
+            Err(why) => (MemorySource::InProcess { why }, None, None),
+        };
+        Device {
+            index,
+            name: driver.name,
+            total: driver.total,
+            used_before,
+            source,
+            nvml,
+        }
+    }
+
+    /// Starts sampling used memory every `every` until the returned sampler is stopped. Without
+    /// NVML there is nothing to sample from here: the runner's samples carry the readings.
+    pub fn sample(&self, every: Duration) -> Sampler {
         let stop = Arc::new(AtomicBool::new(false));
         let samples = Arc::new(Mutex::new(Vec::new()));
-        let thread = {
-            let (device, stop, samples) =
-                (Arc::clone(self), Arc::clone(&stop), Arc::clone(&samples));
+        let thread = self.nvml.as_ref().map(|nvml| {
+            let (nvml, stop, samples) = (Arc::clone(nvml), Arc::clone(&stop), Arc::clone(&samples));
             std::thread::spawn(move || {
-                // SAFETY: the context stays alive while `device` (an Arc) is held by this thread.
-                if unsafe { result::ctx::set_current(device.context.raw) }.is_err() {
+                let Ok(device) = nvml.nvml.device_by_uuid(nvml.uuid.as_str()) else {
                     return;
-                }
+                };
+                let ours = std::process::id();
                 while !stop.load(Ordering::Relaxed) {
-                    if let Ok((free, total)) = result::mem_get_info() {
-                        let used = (total - free) as u64;
-                        samples
-                            .lock()
-                            .unwrap()
-                            .push(DeviceSample { t: now(), used });
+                    if let Ok(memory) = device.memory_info() {
+                        let mut sample = DeviceSample {
+                            t: now(),
+                            used: memory.used,
+                            script: None,
+                            probe: None,
+                        };
+                        if let Ok(processes) = device.running_compute_processes() {
+                            let (mut script, mut probe) = (0, 0);
+                            for process in processes {
+                                let UsedGpuMemory::Used(bytes) = process.used_gpu_memory else {
+                                    continue;
+                                };
+                                if process.pid == ours {
+                                    probe += bytes;
+                                } else if processes::descends_from(process.pid, ours) {
+                                    script += bytes;
+                                }
+                            }
+                            sample.script = Some(script);
+                            sample.probe = Some(probe);
+                        }
+                        samples.lock().unwrap().push(sample);
                     }
                     std::thread::sleep(every);
                 }
             })
-        };
+        });
         Sampler {
             stop,
             samples,
-            thread: Some(thread),
+            thread,
         }
     }
 }
 
-fn open(index: usize) -> Result<Device, String> {
+/// What the CUDA driver tells of a device without a context.
+struct DriverFacts {
+    name: String,
+    total: u64,
+    /// As NVML spells it: `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
+    uuid: String,
+}
+
+fn driver_facts(index: usize) -> Result<DriverFacts, String> {
     // SAFETY: only asks whether the library can be loaded.
     if !unsafe { sys::is_culib_present() } {
         return Err("no CUDA driver library (libcuda.so) on this machine".into());
     }
+    // `cuInit` loads the driver; it creates no context and takes no device memory.
     result::init().map_err(|error| format!("the CUDA driver did not initialise: {error}"))?;
     let count = result::device::get_count().map_err(|error| error.to_string())?;
     if count == 0 {
@@ -108,19 +169,45 @@ fn open(index: usize) -> Result<Device, String> {
     let name = result::device::get_name(device).map_err(|error| error.to_string())?;
     // SAFETY: `device` is a valid handle from `get`.
     let total = unsafe { result::device::total_mem(device) }.map_err(|error| error.to_string())?;
-    // SAFETY: as above; released by `Context::drop`.
-    let raw = unsafe { result::primary_ctx::retain(device) }.map_err(|error| error.to_string())?;
-    let context = Context { device, raw };
-    // SAFETY: the context was just retained.
-    unsafe { result::ctx::set_current(context.raw) }.map_err(|error| error.to_string())?;
-    let (free, total_now) = result::mem_get_info().map_err(|error| error.to_string())?;
-    Ok(Device {
-        index,
+    let uuid = result::device::get_uuid(device).map_err(|error| error.to_string())?;
+    Ok(DriverFacts {
         name,
         total: total as u64,
-        used_before: (total_now - free) as u64,
-        context,
+        uuid: nvml_uuid(&uuid.bytes.map(|byte| byte as u8)),
     })
+}
+
+/// The 16 bytes of a CUDA UUID as NVML names the device.
+fn nvml_uuid(bytes: &[u8; 16]) -> String {
+    let hex: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
+    format!(
+        "GPU-{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+/// NVML, from `TORCHLINT_NVML_LIBRARY` when set (a driver installed outside the library path),
+/// else the driver's `libnvidia-ml.so.1`.
+fn open_nvml(custom: Option<std::ffi::OsString>) -> Result<Nvml, String> {
+    let opened = catch_unwind(AssertUnwindSafe(|| match &custom {
+        Some(path) => Nvml::builder().lib_path(path).init(),
+        None => Nvml::init(),
+    }));
+    match opened {
+        Ok(Ok(nvml)) => Ok(nvml),
+        Ok(Err(error)) => Err(match custom {
+            Some(path) => format!(
+                "NVML did not load from TORCHLINT_NVML_LIBRARY={}: {error}",
+                std::path::Path::new(&path).display()
+            ),
+            None => format!("NVML (libnvidia-ml.so.1) did not load: {error}"),
+        }),
+        Err(_) => Err("NVML lacks functions torchlint needs".into()),
+    }
 }
 
 pub struct Sampler {
@@ -136,5 +223,62 @@ impl Sampler {
             let _ = thread.join();
         }
         std::mem::take(&mut *self.samples.lock().unwrap())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn driver() -> DriverFacts {
+        DriverFacts {
+            name: "NVIDIA H200".to_owned(),
+            total: 141 << 30,
+            uuid: "GPU-00000000-0000-0000-0000-000000000000".to_owned(),
+        }
+    }
+
+    #[test]
+    fn without_nvml_the_script_reads_the_device_and_says_why() {
+        let device = Device::with_nvml(
+            0,
+            driver(),
+            Err("NVML (libnvidia-ml.so.1) did not load".to_owned()),
+        );
+        assert_eq!(device.used_before, None);
+        assert_eq!(
+            device.source,
+            MemorySource::InProcess {
+                why: "NVML (libnvidia-ml.so.1) did not load".to_owned()
+            }
+        );
+        assert!(
+            device
+                .source
+                .describe()
+                .contains("inside the script's process")
+        );
+        // Nothing to sample from outside: no thread, no samples.
+        assert!(device.sample(Duration::from_millis(1)).finish().is_empty());
+    }
+
+    #[test]
+    fn a_missing_nvml_library_is_a_reason_not_a_crash() {
+        let Err(why) = open_nvml(Some("/nonexistent/libnvidia-ml.so.1".into())) else {
+            panic!("no NVML at that path");
+        };
+        assert!(
+            why.contains("TORCHLINT_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn cuda_uuids_are_spelled_as_nvml_names_devices() {
+        let bytes: [u8; 16] = core::array::from_fn(|i| (i * 17) as u8);
+        assert_eq!(
+            nvml_uuid(&bytes),
+            "GPU-00112233-4455-6677-8899-aabbccddeeff"
+        );
     }
 }

@@ -152,6 +152,10 @@ pub struct Sample {
     /// `torch.is_anomaly_enabled()`: whether anomaly detection is on at this moment.
     #[serde(default)]
     pub anomaly_enabled: Option<bool>,
+    /// Used memory on the whole watched device, from `torch.cuda.mem_get_info` in the script's
+    /// process (read only once the script has a context there, and only without NVML).
+    #[serde(default)]
+    pub device_used: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -162,10 +166,16 @@ pub struct Exit {
     pub traceback: Option<String>,
 }
 
-/// One reading of the device's used memory, taken by torchlint itself through the CUDA driver
-/// (everything on the device: CUDA contexts, cuDNN/cuBLAS workspaces, other processes).
+/// One reading of the device's used memory (everything on it: CUDA contexts, cuDNN/cuBLAS
+/// workspaces, other processes), from NVML or from the script's process (`device::MemorySource`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct DeviceSample {
     pub t: f64,
     pub used: u64,
+    /// What the script's processes hold of it (NVML's per-process figures).
+    #[serde(default)]
+    pub script: Option<u64>,
+    /// What torchlint's own process holds of it: nothing, as it keeps no context.
+    #[serde(default)]
+    pub probe: Option<u64>,
 }

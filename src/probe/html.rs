@@ -66,16 +66,24 @@ fn run_header(page: &mut String, report: &ProbeReport) {
     page.push_str("<dl class=\"run\">\n");
     let device = match (&report.device, &report.cpu_mode_reason) {
         (Some(device), _) => format!(
-            "GPU {} {} ({} total, {} in use before the script)",
+            "GPU {} {} ({}); device memory from {}",
             device.index,
             device.name,
-            fmt_bytes(device.total as f64),
-            fmt_bytes(device.used_before as f64)
+            super::render::device_figures(device),
+            device.source.describe()
         ),
         (None, Some(reason)) => format!("CPU mode: {reason}"),
         (None, None) => "CPU mode".to_owned(),
     };
     row(page, "Device", &device);
+    if let Some(peak) = super::render::device_peak_shares(report) {
+        row(page, "Device at its peak", &peak);
+    }
+    row(
+        page,
+        "Probe's own footprint",
+        &super::render::footprint(report),
+    );
     let unknown = "unknown".to_owned();
     row(
         page,
@@ -155,7 +163,7 @@ fn curves(report: &ProbeReport) -> Vec<Curve> {
         .map(|d| (since(d.t), d.used as f64))
         .collect();
     let mut curves = vec![
-        curve("device used (driver)", "#7b1fa2", device),
+        curve("device used (whole device)", "#7b1fa2", device),
         curve("reserved", "#ef6c00", from_samples(|s| s.reserved)),
         curve("allocated", "#1565c0", from_samples(|s| s.allocated)),
     ];

@@ -4,14 +4,16 @@
 //! The pieces, in the order a run uses them: the script is linted (the engine `check` uses),
 //! findings whose rules have a runtime signature become a `plan`; an embedded Python runner
 //! (`runner.py`) executes the script as `__main__` and watches only those lines, streaming
-//! `events` over a pipe (`session`) while `device` samples the GPU's used memory through the
-//! CUDA driver; `verdict` turns each line's hits into confirmed / not reproduced / not reached;
+//! `events` over a pipe (`session`) while `device` samples the GPU's used memory through NVML,
+//! without a CUDA context of its own (`processes` tells the script's processes from the rest);
+//! `verdict` turns each line's hits into confirmed / not reproduced / not reached;
 //! the `report` is printed (`render`) and optionally written as one HTML page (`html`).
 
 mod device;
 pub mod events;
 pub mod html;
 pub mod plan;
+mod processes;
 mod render;
 pub mod report;
 mod session;
@@ -27,9 +29,9 @@ use crate::diagnostic::Diagnostic;
 use crate::linter;
 use crate::settings::Settings;
 use crate::source::{self, SourceFile};
-use events::{Event, Hit};
+use events::{DeviceSample, Event, Hit};
 use plan::{Plan, Target};
-use report::{DeviceInfo, FindingRef, ProbeReport, Stop, WatchedFinding};
+use report::{DeviceInfo, FindingRef, Footprint, MemorySource, ProbeReport, Stop, WatchedFinding};
 use verdict::Status;
 
 /// The runner, written to a private temp dir for each run.
@@ -127,7 +129,9 @@ pub fn run(options: &Options) -> Result<Probed, String> {
             name: device.name.clone(),
             total: device.total,
             used_before: device.used_before,
+            source: device.source.clone(),
         }),
+        footprint: Default::default(),
         cpu_mode_reason: device.as_ref().err().cloned(),
         findings: Vec::new(),
         unwatched: unwatched.iter().map(|d| finding_ref(&source, d)).collect(),
@@ -164,6 +168,9 @@ pub fn run(options: &Options) -> Result<Probed, String> {
         hits: options.hits,
         warmup: WARMUP_HITS,
         events_fd: session::EVENTS_FD,
+        read_device: device
+            .as_ref()
+            .is_ok_and(|device| device.source != MemorySource::Nvml),
         targets: targets.clone(),
     };
     let folder = tempfile::Builder::new()
@@ -208,6 +215,14 @@ pub fn run(options: &Options) -> Result<Probed, String> {
     report.duration = outcome.duration;
     report.stop = outcome.stop;
     report.device_samples = device_samples;
+    report.footprint = Footprint {
+        device: report
+            .device_samples
+            .iter()
+            .filter_map(|sample| sample.probe)
+            .max(),
+        host_peak_rss: own_peak_rss(),
+    };
     let mut hits_by_target: Vec<Vec<Hit>> = vec![Vec::new(); targets.len()];
     let mut reached_start = false;
     for event in outcome.events {
@@ -231,7 +246,21 @@ pub fn run(options: &Options) -> Result<Probed, String> {
                 }
                 report.hits.push(hit);
             }
-            Event::Sample(sample) => report.samples.push(sample),
+            Event::Sample(sample) => {
+                // Without NVML, the script's process is where the device is read.
+                if let (Some(used), Some(DeviceInfo { source, .. })) =
+                    (sample.device_used, &report.device)
+                    && *source != MemorySource::Nvml
+                {
+                    report.device_samples.push(DeviceSample {
+                        t: sample.t,
+                        used,
+                        script: None,
+                        probe: None,
+                    });
+                }
+                report.samples.push(sample);
+            }
             Event::Complete { .. } => {}
             Event::Exit(exit) => report.exit = Some(exit),
             Event::Error { message, .. } => report.runner_errors.push(message),
@@ -246,7 +275,12 @@ pub fn run(options: &Options) -> Result<Probed, String> {
             ));
         }
     }
-    let device_before = report.device.as_ref().map(|device| device.used_before);
+    // Without NVML, the first reading from inside the script stands for "before".
+    let device_before = report.device.as_ref().and_then(|device| {
+        device
+            .used_before
+            .or(report.device_samples.first().map(|sample| sample.used))
+    });
     let context = verdict::Context {
         hits_wanted: options.hits,
         warmup: WARMUP_HITS,
@@ -254,7 +288,7 @@ pub fn run(options: &Options) -> Result<Probed, String> {
         device_free: report
             .device
             .as_ref()
-            .map(|d| d.total.saturating_sub(d.used_before)),
+            .map(|d| d.total.saturating_sub(device_before.unwrap_or(0))),
         project_steps: options.steps,
         ended_early: report.stop != Stop::Complete,
         flagged_text: String::new(),
@@ -282,6 +316,18 @@ pub fn run(options: &Options) -> Result<Probed, String> {
 }
 
 use device::Device;
+
+/// torchlint's own peak resident memory, in bytes.
+fn own_peak_rss() -> Option<u64> {
+    // SAFETY: getrusage only writes the struct it is given.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        (libc::getrusage(libc::RUSAGE_SELF, &mut usage) == 0).then_some(usage)
+    }?;
+    // Kilobytes on Linux, bytes on macOS.
+    let scale = if cfg!(target_os = "macos") { 1 } else { 1024 };
+    u64::try_from(usage.ru_maxrss).ok().map(|rss| rss * scale)
+}
 
 /// Findings made up for `--watch CODE:LINE`: the whole line, under that rule.
 fn extra_diagnostics(

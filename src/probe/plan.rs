@@ -17,6 +17,10 @@ pub struct Plan {
     pub warmup: u64,
     /// The file descriptor the runner writes events to.
     pub events_fd: i32,
+    /// Whether the runner's samples read the whole device's used memory from inside the
+    /// script's process (torchlint could not read it from outside, through NVML).
+    #[serde(default)]
+    pub read_device: bool,
     pub targets: Vec<Target>,
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use codespan_reporting::diagnostic::Severity;
 
 use super::Probed;
-use super::report::ProbeReport;
+use super::report::{DeviceInfo, ProbeReport};
 use super::verdict::{Status, fmt_bytes};
 use crate::diagnostic::FileDiagnostics;
 use crate::render::full;
@@ -63,17 +63,23 @@ fn status_word(status: Status) -> &'static str {
 fn write_run(report: &ProbeReport, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out, "probe of {}", report.script)?;
     match (&report.device, &report.cpu_mode_reason) {
-        (Some(device), _) => writeln!(
-            out,
-            "  device: GPU {} {} ({} total, {} in use before the script)",
-            device.index,
-            device.name,
-            fmt_bytes(device.total as f64),
-            fmt_bytes(device.used_before as f64)
-        )?,
+        (Some(device), _) => {
+            writeln!(
+                out,
+                "  device: GPU {} {} ({})",
+                device.index,
+                device.name,
+                device_figures(device)
+            )?;
+            writeln!(out, "  device memory from: {}", device.source.describe())?;
+        }
         (None, Some(reason)) => writeln!(out, "  device: none, CPU mode ({reason})")?,
         (None, None) => writeln!(out, "  device: none, CPU mode")?,
     }
+    if let Some(peak) = device_peak_shares(report) {
+        writeln!(out, "  device at its peak: {peak}")?;
+    }
+    writeln!(out, "  probe's own footprint: {}", footprint(report))?;
     if let (Some(python), Some(mechanism)) = (&report.python, &report.mechanism) {
         writeln!(out, "  python: {python}, lines watched with {mechanism}")?;
     }
@@ -154,4 +160,48 @@ fn write_table(report: &ProbeReport, out: &mut dyn Write) -> io::Result<()> {
 pub fn render_json(report: &ProbeReport, out: &mut dyn Write) -> io::Result<()> {
     serde_json::to_writer_pretty(&mut *out, report).map_err(io::Error::other)?;
     writeln!(out)
+}
+
+/// Total memory and what was in use before the script started.
+pub(super) fn device_figures(device: &DeviceInfo) -> String {
+    let before = match device.used_before {
+        Some(used) => format!("{} in use before the script", fmt_bytes(used as f64)),
+        None => "in use before the script: not read".to_owned(),
+    };
+    format!("{} total, {before}", fmt_bytes(device.total as f64))
+}
+
+/// The device's used memory at its peak, and the script's processes' share of it.
+pub(super) fn device_peak_shares(report: &ProbeReport) -> Option<String> {
+    let peak = report
+        .device_samples
+        .iter()
+        .max_by_key(|sample| sample.used)?;
+    let script = peak.script?;
+    Some(format!(
+        "{} in use, {} of it by the script's processes, {} by other processes and the driver",
+        fmt_bytes(peak.used as f64),
+        fmt_bytes(script as f64),
+        fmt_bytes(peak.used.saturating_sub(script) as f64)
+    ))
+}
+
+/// What the probe itself took: device memory (none: it keeps no CUDA context) and host memory.
+pub(super) fn footprint(report: &ProbeReport) -> String {
+    let device = match (&report.device, report.footprint.device) {
+        (None, _) => None,
+        (Some(_), Some(0)) => Some("0 B on the device (no CUDA context)".to_owned()),
+        (Some(_), Some(bytes)) => Some(format!("{} on the device", fmt_bytes(bytes as f64))),
+        (Some(_), None) => Some("none on the device (no CUDA context; not measured)".to_owned()),
+    };
+    let host = report
+        .footprint
+        .host_peak_rss
+        .map(|rss| format!("{} peak RSS on the host", fmt_bytes(rss as f64)));
+    let parts: Vec<String> = device.into_iter().chain(host).collect();
+    if parts.is_empty() {
+        "not measured".to_owned()
+    } else {
+        parts.join(", ")
+    }
 }

@@ -18,6 +18,8 @@ pub struct ProbeReport {
     pub mechanism: Option<String>,
     /// The GPU the run was watched on; None in CPU mode.
     pub device: Option<DeviceInfo>,
+    /// What the probe itself took of the machine.
+    pub footprint: Footprint,
     /// Why there is no device reading (no driver, no GPU, `--gpu` out of range).
     pub cpu_mode_reason: Option<String>,
     pub findings: Vec<WatchedFinding>,
@@ -46,8 +48,21 @@ pub struct DeviceInfo {
     pub index: usize,
     pub name: String,
     pub total: u64,
-    /// Used memory when the probe started, before the script (other processes, our context).
-    pub used_before: u64,
+    /// Used memory on the whole device before the script started (other processes); None
+    /// when only the script's process could read the device.
+    pub used_before: Option<u64>,
+    /// Where the device's figures come from.
+    pub source: MemorySource,
+}
+
+/// What the probe itself takes of the machine it measures.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Footprint {
+    /// Device memory held by torchlint's own process at its most (NVML's per-process figure;
+    /// 0: it holds no CUDA context). None without a GPU or without NVML.
+    pub device: Option<u64>,
+    /// torchlint's own peak resident memory on the host.
+    pub host_peak_rss: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -93,6 +108,32 @@ impl Stop {
             Stop::Timeout => "stopped at the timeout",
             Stop::Interrupted => "interrupted (Ctrl-C)",
             Stop::RunnerFailed => "the runner could not start the script",
+        }
+    }
+}
+
+/// Where the device's used memory comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum MemorySource {
+    /// NVML, from outside the script: the whole device before the script starts, and each
+    /// process on it.
+    Nvml,
+    /// `torch.cuda.mem_get_info` in the script's process, once it has a context: the whole
+    /// device, but nothing from before the script's first CUDA call. `why`: NVML's absence.
+    InProcess { why: String },
+}
+
+impl MemorySource {
+    /// The source in a sentence, for the report's header.
+    pub fn describe(&self) -> String {
+        match self {
+            MemorySource::Nvml => {
+                "NVML (whole device, and per process), read from outside the script".to_owned()
+            }
+            MemorySource::InProcess { why } => format!(
+                "torch.cuda.mem_get_info inside the script's process, from its first CUDA call on ({why})"
+            ),
         }
     }
 }

@@ -40,6 +40,9 @@ RUNNER_GLOBALS = globals()
 SELF = sys.modules.get(__name__)  # keeps this module (and its globals) alive once replaced
 
 SAMPLE_PERIOD = 0.1  # seconds between `sample` events
+# Whether samples read the whole device's used memory from in here (torchlint has no NVML to
+# read it from outside); set from the plan.
+READ_DEVICE = [False]
 NODE_LIMIT = 200000  # autograd nodes walked per value
 SCAN_LIMIT = 100000  # container items scanned per value
 WALK_LIMIT = 10000  # objects walked in a torch.load result
@@ -300,7 +303,21 @@ def sample_event():
     cuda = initialised_cuda(torch)
     if cuda is not None:
         add_device_totals(event, torch, cuda)
+        if READ_DEVICE[0]:
+            add_device_used(event, torch, cuda)
     return event
+
+
+def add_device_used(event, torch, cuda):
+    """The watched device's used memory (index 0: torchlint makes the watched GPU the only one
+    visible, or watches the first), read through the script's own context: only once the
+    allocator holds memory there, since asking a device without one would create a context
+    (half a gigabyte) the script never made."""
+    reserved = pick(AllocatorStats.device(torch, cuda, 0), "reserved_bytes", "all", "current")
+    if not reserved:
+        return
+    free, total = cuda.mem_get_info(0)
+    event["device_used"] = int(total) - int(free)
 
 
 def add_device_totals(event, torch, cuda):
@@ -1434,6 +1451,7 @@ def run(plan):
     """Loads the plan, prepares the watch, runs the script and returns its exit status."""
     emitter = Emitter(plan.get("events_fd"))
     probe = Probe(emitter, number(plan.get("hits"), 1), number(plan.get("warmup"), 0))
+    READ_DEVICE[0] = bool(plan.get("read_device"))
     outcome = Outcome()
     path = os.path.abspath(str(plan.get("script") or ""))
     targets_json = [t for t in (plan.get("targets") or []) if isinstance(t, dict)]

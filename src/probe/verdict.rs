@@ -2387,14 +2387,20 @@ mod tests {
             DeviceSample {
                 t: 0.0,
                 used: 8 * GIB,
+                script: None,
+                probe: None,
             },
             DeviceSample {
                 t: 0.1,
                 used: 24 * GIB,
+                script: None,
+                probe: None,
             },
             DeviceSample {
                 t: 0.2,
                 used: 20 * GIB,
+                script: None,
+                probe: None,
             },
         ];
         let summary = summarize(&samples, &device, Some(GIB));
