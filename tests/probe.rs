@@ -428,16 +428,25 @@ fn probe_timeout_ends_the_whole_process_group() {
 }
 
 #[test]
-fn probe_without_watchable_findings_runs_nothing() {
+fn probe_without_watchable_findings_still_runs_the_script() {
     let project = Project::new();
     project.write("clean.py", "open('ran', 'w').write('yes')\n");
     let run = probe(&project, "python3", &["clean.py"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(run.stdout.contains("Nothing to watch"), "{}", run.stdout);
+    assert!(run.stdout.contains("No finding to watch"), "{}", run.stdout);
     assert!(
-        !project.path().join("ran").exists(),
-        "the script must not run"
+        run.stdout.contains("the script ended by itself"),
+        "{}",
+        run.stdout
     );
+    assert!(
+        project.path().join("ran").exists(),
+        "the script runs for the run's numbers"
+    );
+    // Its exit status follows the script's, as with findings.
+    project.write("fails.py", "raise SystemExit(3)\n");
+    let run = probe(&project, "python3", &["fails.py"]);
+    assert_eq!(run.code, 3, "{}\n{}", run.stdout, run.stderr);
 }
 
 #[test]

@@ -596,7 +596,7 @@ fn trim_number(value: f64) -> String {
 fn verdict_table(page: &mut String, report: &ProbeReport) {
     page.push_str("<h2>Verdicts</h2>\n");
     if report.findings.is_empty() {
-        page.push_str("<p class=\"muted\">Nothing to watch: no finding in this script has a runtime signature.</p>\n");
+        page.push_str("<p class=\"muted\">No finding to watch (none in this script has a runtime signature): the script ran for the run&#39;s numbers below.</p>\n");
     } else {
         page.push_str(
             "<table class=\"verdicts\">\n<thead><tr><th>rule</th><th>line</th><th>status</th><th>class</th>\

@@ -116,7 +116,7 @@ fn write_table(report: &ProbeReport, out: &mut dyn Write) -> io::Result<()> {
     if report.findings.is_empty() {
         writeln!(
             out,
-            "\nNothing to watch: no finding in this script has a runtime signature."
+            "\nNo finding to watch (none in this script has a runtime signature): the script ran for the run's numbers above."
         )?;
     } else {
         writeln!(out)?;
