@@ -34,7 +34,7 @@ font-size:12px}table{border-collapse:collapse;width:100%}th,td{border-bottom:1px
 padding:5px 8px;text-align:left;vertical-align:top}th{background:#fafafa;font-weight:600}\
 td.num{text-align:right;font-variant-numeric:tabular-nums}.status{font-weight:600;padding:1px 6px;\
 border-radius:3px;white-space:nowrap}.confirmed{color:#b71c1c;background:#fdecea}\
-.not-reproduced{color:#1b5e20;background:#e8f5e9}.not-reached{color:#555;background:#eee}\
+.likely{color:#8d4e00;background:#fff4e0}.not-reproduced{color:#1b5e20;background:#e8f5e9}.not-reached{color:#555;background:#eee}\
 .swatch{display:inline-block;width:10px;height:10px;border-radius:50%;margin-right:6px}\
 td.rule{white-space:nowrap}.muted{color:#666}.warning{color:#8a4b00}svg{width:100%;height:auto;display:block}\
 svg text{font:11px system-ui,sans-serif;fill:#444}";
@@ -643,6 +643,7 @@ fn verdict_row(page: &mut String, index: usize, watched: &WatchedFinding) {
 fn status_words(status: Status) -> (&'static str, &'static str) {
     match status {
         Status::Confirmed => ("confirmed", "confirmed"),
+        Status::Likely => ("likely", "likely"),
         Status::NotReproduced => ("not-reproduced", "not reproduced"),
         Status::NotReached => ("not-reached", "not reached"),
     }

@@ -28,6 +28,7 @@ pub fn render_full(probed: &Probed, color: bool, out: &mut dyn Write) -> io::Res
             // The header says what the probe found; the lint's own severity is in `check`.
             rendered.severity = match verdict.status {
                 Status::Confirmed => Severity::Error,
+                Status::Likely => Severity::Warning,
                 Status::NotReproduced | Status::NotReached => Severity::Note,
             };
             rendered.message = format!("{}: {}", status_word(verdict.status), diagnostic.message);
@@ -55,6 +56,7 @@ pub fn render_full(probed: &Probed, color: bool, out: &mut dyn Write) -> io::Res
 fn status_word(status: Status) -> &'static str {
     match status {
         Status::Confirmed => "confirmed",
+        Status::Likely => "likely",
         Status::NotReproduced => "not reproduced",
         Status::NotReached => "not reached",
     }
@@ -149,9 +151,19 @@ fn write_table(report: &ProbeReport, out: &mut dyn Write) -> io::Result<()> {
         .iter()
         .filter(|f| f.verdict.status == Status::Confirmed)
         .count();
+    let likely = report
+        .findings
+        .iter()
+        .filter(|f| f.verdict.status == Status::Likely)
+        .count();
+    let likely = if likely > 0 {
+        format!(", {likely} likely (shape seen, growth not measured)")
+    } else {
+        String::new()
+    };
     writeln!(
         out,
-        "\n{confirmed} of {} watched finding{} confirmed.",
+        "\n{confirmed} of {} watched finding{} confirmed{likely}.",
         report.findings.len(),
         if report.findings.len() == 1 { "" } else { "s" }
     )

@@ -1,4 +1,4 @@
-//! From the hits of one watched line to a verdict: confirmed, not reproduced or not reached.
+//! From the hits of one watched line to a verdict: confirmed, likely, not reproduced or not reached.
 //! (hazards.md §7: skip warm-up, fit growth per hit, classify, decide, project.)
 //!
 //! Pure and deterministic: no IO, and the same hits give the same verdict, word for word.
@@ -12,7 +12,11 @@ use super::events::{DeviceSample, Hit, Sample, Value};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Status {
+    /// A measurement shows the hazard: growth attributable to the line, or its cost.
     Confirmed,
+    /// The line's values have the hazard's shape (a kept value carries a grad_fn), but the
+    /// growth that would show its cost was not measured: too few hits, or no counters read.
+    Likely,
     NotReproduced,
     NotReached,
 }
@@ -242,6 +246,15 @@ impl Decision {
         }
     }
 
+    fn likely(class: Class, summary: String) -> Self {
+        Self {
+            status: Status::Likely,
+            class,
+            summary,
+            evidence: Vec::new(),
+        }
+    }
+
     fn not_reproduced(class: Class, summary: String) -> Self {
         Self {
             status: Status::NotReproduced,
@@ -344,16 +357,28 @@ fn kept_graph(hits: &[&Hit], m: &Measures, context: &Context, what: &str) -> Dec
                 "the container grew from {a} to {b} items carrying a grad_fn: each keeps its graph alive"
             ),
         )
-    } else if !m.enough || !m.measured_any() {
-        let why = if m.enough {
-            "no memory counters or graph sizes were read"
-        } else {
-            "too few hits to measure growth"
-        };
+    } else if let Some(nodes) = m.nodes.filter(|nodes| {
+        !m.enough && nodes.pairs >= 2 && nodes.last > nodes.first && nodes.rising == nodes.pairs
+    }) {
+        // Too few hits to fit a rate, but the graph rose at every one of them: measured.
         Decision::confirmed(
             Class::Constant,
             format!(
-                "the {what} carries a grad_fn on {with_grad}/{n} hits ({why}): a graph is kept"
+                "the autograd graph reachable from the {what} rose from {} to {} nodes, on each of {} hits: it keeps every hit's graph alive",
+                nodes.first, nodes.last, nodes.pairs
+            ),
+        )
+    } else if !m.enough || !m.measured_any() {
+        // A grad_fn says a graph is attached, not that graphs pile up: only growth says that.
+        let why = if m.enough {
+            "no memory counter or graph size was read"
+        } else {
+            "too few hits to measure growth"
+        };
+        Decision::likely(
+            Class::None,
+            format!(
+                "the {what} carries a grad_fn on {with_grad}/{n} hits, but its growth was not measured ({why}): it likely keeps a graph"
             ),
         )
     } else if let Some(attribute) = module_attribute(hits).filter(|_| with_grad * 2 > n) {
@@ -1102,7 +1127,7 @@ impl Measures {
         let mut lines = Vec::new();
         if !self.enough {
             lines.push(format!(
-                "only {} hits after the {warmup} warm-up hits ({MIN_GROWTH_HITS} needed to call growth): judged from the predicates alone",
+                "only {} hits after the {warmup} warm-up hits ({MIN_GROWTH_HITS} needed to call growth): no growth rate fitted",
                 self.measured_hits
             ));
         }
@@ -2208,7 +2233,8 @@ mod tests {
     }
 
     #[test]
-    fn too_few_hits_decide_from_the_predicates_alone() {
+    fn too_few_hits_confirm_only_a_graph_measured_to_rise() {
+        // 7 measured hits: no growth rate, but the graph rose at each of them.
         let verdict = eval_accumulation().first(12).judge("TL102", &context());
         assert_eq!(verdict.status, Status::Confirmed);
         assert_eq!(
@@ -2225,11 +2251,38 @@ mod tests {
             verdict.evidence
         );
         assert!(
-            verdict.summary.contains("too few hits to measure growth"),
+            verdict
+                .summary
+                .starts_with("the autograd graph reachable from the accumulated value rose from"),
             "{}",
             verdict.summary
         );
+        assert!(
+            !verdict.summary.contains("too few hits"),
+            "the summary and the evidence agree: {}",
+            verdict.summary
+        );
         assert_eq!(verdict.projection, None);
+    }
+
+    #[test]
+    fn a_grad_fn_alone_is_likely_not_confirmed() {
+        // A grad_fn on every hit, graph size flat (or unread) over too few hits to tell.
+        let flat = Stream::new(12)
+            .grad_fn(true)
+            .nodes(&[11; 12])
+            .judge("TL102", &context());
+        let unread = Stream::new(12).grad_fn(true).judge("TL103", &context());
+        for verdict in [flat, unread] {
+            assert_eq!(verdict.status, Status::Likely, "{verdict:?}");
+            assert_eq!(verdict.class, Class::None);
+            assert!(
+                verdict.summary.contains("its growth was not measured"),
+                "{}",
+                verdict.summary
+            );
+            assert_eq!(verdict.projection, None);
+        }
     }
 
     #[test]
