@@ -353,6 +353,75 @@ fn probe_reports_the_scripts_exit_status_and_unreached_lines() {
     assert_eq!(verdict(&report, "TL102", 15)["status"], "not-reached");
 }
 
+/// An out-of-memory error raised two frames below a flagged line (simulated: CPU torch raises
+/// the same `torch.OutOfMemoryError` a GPU would).
+const OUT_OF_MEMORY: &str = "\
+import torch
+from torch import nn
+
+OutOfMemory = getattr(torch, 'OutOfMemoryError', None) or torch.cuda.OutOfMemoryError
+
+
+def checked(value, step):
+    if step == 3:
+        raise OutOfMemory('CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 8.00 GiB')
+    return value
+
+
+model = nn.Linear(4, 1)
+total = 0
+for step in range(10):
+    loss = model(torch.randn(2, 4)).sum()
+    total += checked(loss, step)
+print(float(total))
+";
+
+#[test]
+fn probe_reads_an_out_of_memory_error_where_it_happened() {
+    let Some(python) = require_torch("probe_reads_an_out_of_memory_error_where_it_happened") else {
+        return;
+    };
+    let project = Project::new();
+    project.write("oom.py", OUT_OF_MEMORY);
+    let run = probe(
+        &project,
+        python.to_str().unwrap(),
+        &["oom.py", "--output-format", "json"],
+    );
+    assert_eq!(run.code, 1, "the script's own status\n{}", run.stderr);
+    let report = json(&run);
+    let oom = &report["out_of_memory"];
+    assert_eq!(oom["requested"], 2u64 << 30, "{report:#}");
+    assert_eq!(
+        oom["stack"][0]["line"], 9,
+        "the line that asked: {report:#}"
+    );
+    assert_eq!(oom["stack"][1]["line"], 17, "{report:#}");
+    assert!(
+        oom["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("CUDA out of memory. Tried to allocate 2.00 GiB")),
+        "{report:#}"
+    );
+    assert_eq!(
+        oom["findings_on_stack"],
+        serde_json::json!(["TL102:17"]),
+        "{report:#}"
+    );
+    let text = probe(
+        &project,
+        python.to_str().unwrap(),
+        &["oom.py", "--color", "never"],
+    );
+    assert!(
+        text.stdout.contains(
+            "out of memory: oom.py:9 asked for 2.0 GiB\n    findings on its stack: TL102:17"
+        ),
+        "{}",
+        text.stdout
+    );
+}
+
 #[test]
 fn probe_reports_the_scripts_traceback() {
     let project = Project::new();

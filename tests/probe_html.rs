@@ -139,6 +139,7 @@ fn gpu_report() -> ProbeReport {
         unwatched: vec![finding("TL110", "some-other-rule", 3)],
         summary,
         stop: Stop::ScriptExited,
+        out_of_memory: None,
         exit: Some(Exit {
             t: STARTED + 8.0,
             status: 1,

@@ -18,6 +18,8 @@ pub enum Event {
     Sample(Sample),
     /// Every armed target has reached the requested number of hits.
     Complete { t: f64 },
+    /// The script ran out of memory: what the runner read before the error's frames unwound.
+    OutOfMemory(OutOfMemory),
     /// The script finished: its exit status and, for an uncaught exception, the traceback.
     Exit(Exit),
     /// Something in the runner itself went wrong (not the script).
@@ -40,6 +42,37 @@ pub struct Start {
     /// Targets it cannot watch, with the reason (no code on that line, ...).
     #[serde(default)]
     pub unarmed: Vec<Unarmed>,
+}
+
+/// An out-of-memory error the script did not catch, read where it was raised.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutOfMemory {
+    pub t: f64,
+    /// The error's first line.
+    pub message: String,
+    /// The lines of the user's code on the stack (not the standard library's or an installed
+    /// package's), innermost first: the first is the line that asked.
+    #[serde(default)]
+    pub stack: Vec<StackLine>,
+    /// Bytes the failed allocation asked for, from the message (`Tried to allocate 2.00 GiB`).
+    #[serde(default)]
+    pub requested: Option<u64>,
+    /// The caching allocator then: bytes in live tensors, and held from the device.
+    #[serde(default)]
+    pub allocated: Option<u64>,
+    #[serde(default)]
+    pub reserved: Option<u64>,
+    /// The device then, through the script's own context.
+    #[serde(default)]
+    pub device_free: Option<u64>,
+    #[serde(default)]
+    pub device_total: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StackLine {
+    pub file: String,
+    pub line: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

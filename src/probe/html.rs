@@ -84,6 +84,13 @@ fn run_header(page: &mut String, report: &ProbeReport) {
         "Probe's own footprint",
         &super::render::footprint(report),
     );
+    if let Some(post_mortem) = &report.out_of_memory {
+        row(
+            page,
+            "Out of memory",
+            &super::render::post_mortem_lines(post_mortem).join("; "),
+        );
+    }
     let unknown = "unknown".to_owned();
     row(
         page,

@@ -138,6 +138,7 @@ pub fn run(options: &Options) -> Result<Probed, String> {
         summary: Default::default(),
         stop: Stop::ScriptExited,
         exit: None,
+        out_of_memory: None,
         started: now(),
         duration: 0.0,
         samples: Vec::new(),
@@ -221,6 +222,7 @@ pub fn run(options: &Options) -> Result<Probed, String> {
     };
     let mut hits_by_target: Vec<Vec<Hit>> = vec![Vec::new(); targets.len()];
     let mut reached_start = false;
+    let mut out_of_memory = None;
     for event in outcome.events {
         match event {
             Event::Start(start) => {
@@ -258,6 +260,7 @@ pub fn run(options: &Options) -> Result<Probed, String> {
                 report.samples.push(sample);
             }
             Event::Complete { .. } => {}
+            Event::OutOfMemory(error) => out_of_memory = Some(error),
             Event::Exit(exit) => report.exit = Some(exit),
             Event::Error { message, .. } => report.runner_errors.push(message),
         }
@@ -304,6 +307,8 @@ pub fn run(options: &Options) -> Result<Probed, String> {
             verdict: verdict::judge_with_run(diagnostic.code(), &hits, &context, &report.summary),
         });
     }
+    // Read once every finding has its verdict: the post-mortem names those on its stack.
+    report.out_of_memory = out_of_memory.map(|error| post_mortem(error, &absolute, &report));
     Ok(Probed {
         report,
         source: Arc::new(source),
@@ -312,6 +317,33 @@ pub fn run(options: &Options) -> Result<Probed, String> {
 }
 
 use device::Device;
+
+/// The out-of-memory error with the findings on the script's lines of its stack.
+fn post_mortem(
+    error: events::OutOfMemory,
+    script: &std::path::Path,
+    report: &ProbeReport,
+) -> report::PostMortem {
+    let script = std::fs::canonicalize(script).unwrap_or_else(|_| script.to_owned());
+    let lines: Vec<usize> = error
+        .stack
+        .iter()
+        .filter(|frame| std::path::Path::new(&frame.file) == script)
+        .map(|frame| frame.line)
+        .collect();
+    let findings_on_stack = report
+        .findings
+        .iter()
+        .map(|watched| &watched.finding)
+        .chain(&report.unwatched)
+        .filter(|finding| lines.contains(&finding.line))
+        .map(|finding| format!("{}:{}", finding.code, finding.line))
+        .collect();
+    report::PostMortem {
+        error,
+        findings_on_stack,
+    }
+}
 
 /// torchlint's own peak resident memory, in bytes.
 fn own_peak_rss() -> Option<u64> {

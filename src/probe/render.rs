@@ -7,7 +7,7 @@ use std::sync::Arc;
 use codespan_reporting::diagnostic::Severity;
 
 use super::Probed;
-use super::report::{DeviceInfo, ProbeReport};
+use super::report::{DeviceInfo, PostMortem, ProbeReport};
 use super::verdict::{Status, fmt_bytes};
 use crate::diagnostic::FileDiagnostics;
 use crate::render::full;
@@ -97,6 +97,12 @@ fn write_run(report: &ProbeReport, out: &mut dyn Write) -> io::Result<()> {
             for line in traceback.lines() {
                 writeln!(out, "    {line}")?;
             }
+        }
+    }
+    if let Some(post_mortem) = &report.out_of_memory {
+        for (at, line) in post_mortem_lines(post_mortem).iter().enumerate() {
+            let indent = if at == 0 { "  " } else { "    " };
+            writeln!(out, "{indent}{line}")?;
         }
     }
     for note in &report.summary.notes {
@@ -216,4 +222,57 @@ pub(super) fn footprint(report: &ProbeReport) -> String {
     } else {
         parts.join(", ")
     }
+}
+
+/// The out-of-memory post-mortem: where it asked and how much, the memory at that moment, and
+/// the findings on its stack.
+pub(super) fn post_mortem_lines(post_mortem: &PostMortem) -> Vec<String> {
+    let error = &post_mortem.error;
+    let place = match error.stack.first() {
+        Some(frame) => format!(
+            "{}:{}",
+            std::path::Path::new(&frame.file)
+                .file_name()
+                .map_or(frame.file.as_str(), |name| name
+                    .to_str()
+                    .unwrap_or_default()),
+            frame.line
+        ),
+        None => "a line outside the script".to_owned(),
+    };
+    let asked = match error.requested {
+        Some(bytes) => format!("{place} asked for {}", fmt_bytes(bytes as f64)),
+        None => format!("at {place}"),
+    };
+    let mut then = Vec::new();
+    if let Some(allocated) = error.allocated {
+        then.push(format!("{} allocated", fmt_bytes(allocated as f64)));
+    }
+    if let Some(reserved) = error.reserved {
+        let cached = reserved.saturating_sub(error.allocated.unwrap_or(reserved));
+        then.push(format!(
+            "{} reserved ({} of it cached but free)",
+            fmt_bytes(reserved as f64),
+            fmt_bytes(cached as f64)
+        ));
+    }
+    if let (Some(free), Some(total)) = (error.device_free, error.device_total) {
+        then.push(format!(
+            "{} of {} free on the device",
+            fmt_bytes(free as f64),
+            fmt_bytes(total as f64)
+        ));
+    }
+    let mut lines = vec![if then.is_empty() {
+        format!("out of memory: {asked}")
+    } else {
+        format!("out of memory: {asked}; then {}", then.join(", "))
+    }];
+    if !post_mortem.findings_on_stack.is_empty() {
+        lines.push(format!(
+            "findings on its stack: {}",
+            post_mortem.findings_on_stack.join(", ")
+        ));
+    }
+    lines
 }

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::events::{DeviceSample, Exit, Hit, Sample};
+use super::events::{DeviceSample, Exit, Hit, OutOfMemory, Sample};
 use super::verdict::{RunSummary, Verdict};
 
 #[derive(Debug, Clone, Serialize)]
@@ -29,6 +29,8 @@ pub struct ProbeReport {
     pub stop: Stop,
     /// The script's own exit status and traceback, when it ended by itself.
     pub exit: Option<Exit>,
+    /// When the script died of an out-of-memory error: the post-mortem.
+    pub out_of_memory: Option<PostMortem>,
     /// Seconds since the Unix epoch when the script started, and how long it ran.
     pub started: f64,
     pub duration: f64,
@@ -136,4 +138,13 @@ impl MemorySource {
             ),
         }
     }
+}
+
+/// An out-of-memory death, read where it happened, with the findings on its stack.
+#[derive(Debug, Clone, Serialize)]
+pub struct PostMortem {
+    #[serde(flatten)]
+    pub error: OutOfMemory,
+    /// The watched and unwatched findings on the script's lines of the stack (`TL102:41`).
+    pub findings_on_stack: Vec<String>,
 }

@@ -1328,6 +1328,66 @@ class Settrace:
 # Running the script like `python script.py args`
 # --------------------------------------------------------------------------------------------
 
+UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+
+
+def is_out_of_memory(exc):
+    """torch's OutOfMemoryError, or the RuntimeError older versions raise for a CUDA OOM."""
+    if type(exc).__name__ == "OutOfMemoryError":
+        return True
+    return isinstance(exc, RuntimeError) and "out of memory" in str(exc)
+
+
+def user_frames(tb):
+    """(file, line) of the frames in the user's code, innermost first: not the runner's, not
+    the standard library's, not an installed package's."""
+    import sysconfig
+    library = set()
+    for name in ("stdlib", "platstdlib", "purelib", "platlib"):
+        try:
+            library.add(os.path.realpath(sysconfig.get_paths()[name]))
+        except (KeyError, OSError):
+            pass
+    frames = []
+    while tb is not None:
+        frame = tb.tb_frame
+        path = frame.f_code.co_filename
+        if frame.f_globals is not RUNNER_GLOBALS and not path.startswith("<"):
+            real = os.path.realpath(path)
+            installed = "site-packages" in real or "dist-packages" in real
+            if not installed and not any(real.startswith(root + os.sep) for root in library):
+                frames.append((real, tb.tb_lineno))
+        tb = tb.tb_next
+    frames.reverse()
+    return frames
+
+
+def out_of_memory_event(exc):
+    """What an out-of-memory error leaves to read, taken before its frames unwind: the line
+    that asked, how much (from the message), and the allocator and device at that moment."""
+    import re
+    message = str(exc)
+    event = {"ev": "out_of_memory", "t": wall_clock(), "message": message.split("\n")[0][:500]}
+    frames = user_frames(exc.__traceback__)
+    event["stack"] = [{"file": path, "line": line} for path, line in frames[:20]]
+    asked = re.search(r"Tried to allocate ([0-9.]+) ?(B|KiB|MiB|GiB|TiB)", message)
+    if asked:
+        event["requested"] = int(float(asked.group(1)) * UNITS[asked.group(2)])
+    torch = loaded_torch()
+    cuda = initialised_cuda(torch) if torch is not None else None
+    if cuda is not None:
+        try:
+            index = cuda.current_device()
+            stats = AllocatorStats.device(torch, cuda, index)
+            event["allocated"] = pick(stats, "allocated_bytes", "all", "current")
+            event["reserved"] = pick(stats, "reserved_bytes", "all", "current")
+            free, total = cuda.mem_get_info(index)
+            event["device_free"], event["device_total"] = int(free), int(total)
+        except Exception:
+            pass  # what was read so far still tells the story
+    return event
+
+
 class Outcome:
     """How the script ended, for the `exit` event (emitted last, from atexit)."""
 
@@ -1585,6 +1645,11 @@ def run(plan):
         outcome.status = 130
         outcome.interrupted = True
     except BaseException as exc:
+        if is_out_of_memory(exc):
+            try:
+                emitter.emit(out_of_memory_event(exc))
+            except Exception as failure:
+                emitter.error(describe_failure("reading the out-of-memory error", failure))
         outcome.traceback = report_exception(exc)
         outcome.status = 1
     finally:
