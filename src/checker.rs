@@ -164,6 +164,10 @@ pub fn check<'a>(
         }
         checker.enter(node, kind, step.opens_scope);
         for (_, entry) in dispatch.for_kind(kind) {
+            // A user's pattern may still look for a literal binding; built-in rules do not.
+            if step.binds_literal && matches!(entry, crate::rules::Entry::Rust { .. }) {
+                continue;
+            }
             // A rule that panicked is skipped for the rest of the file, every clause of it.
             if !failed.is_empty()
                 && failed

@@ -93,6 +93,10 @@ pub struct Step<'a> {
     pub enter: bool,
     /// Whether the node opens a scope: a function, class, lambda or comprehension.
     pub opens_scope: bool,
+    /// A name bound to a literal (`LIMIT = 10`, `name = "x"`, `cache = None`): it holds no
+    /// tensor, model or loader, so no built-in rule has anything to find at it. Generated
+    /// modules are millions of these.
+    pub binds_literal: bool,
 }
 
 /// `obj.attr = value` or `obj.attr += value` (or `obj.attr` as the `index`th target of a tuple
@@ -546,6 +550,19 @@ fn assigned_value<'a>(node: Node<'a>, own: Own<'_, 'a>) -> Option<Node<'a>> {
     value
 }
 
+/// `name = <literal>`, from an assignment's named children: a plain name, then a number,
+/// string, `True`, `False` or `None` (no annotation between them).
+fn binds_literal(own: Own<'_, '_>) -> bool {
+    let k = &*KINDS;
+    match own.kinds {
+        [target, value] => {
+            *target == k.identifier
+                && [k.integer, k.float, k.string, k.true_, k.false_, k.none].contains(value)
+        }
+        _ => false,
+    }
+}
+
 /// Whether an expression's text may hold a call, comment, lambda, walrus or comprehension.
 fn may_hold_code(text: &[u8]) -> bool {
     // Built once: `memmem::find` would build a searcher at each of the walk's calls.
@@ -642,7 +659,10 @@ impl<'a> Builder<'a> {
 
     /// The one walk. Hand-rolled rather than `parse::walk` because it runs on every node of
     /// every file: one kind lookup per node, and leave work only for nodes that asked for it.
-    fn run(self, tree: &'a Tree) -> SemanticModel<'a> {
+    fn run(mut self, tree: &'a Tree) -> SemanticModel<'a> {
+        // Most top-level statements bind a name: a generated module of a million constants
+        // would otherwise rehash its module scope twenty times.
+        self.scopes.reserve(0, tree.root_node().named_child_count());
         // Only named nodes bind names, open scopes or start built-in rules, and visiting just
         // them halves the walk. The full walk stays for files with syntax errors (a missing
         // `)` is an anonymous node) and for user rules that start at an anonymous token.
@@ -981,6 +1001,7 @@ impl<'a> Builder<'a> {
                 kind,
                 enter: true,
                 opens_scope: self.scope_stack.len() > scopes_before,
+                binds_literal: kind == KINDS.assignment && own.is_some_and(binds_literal),
             });
         }
         // Syntax errors hide anywhere, also in the subtrees skipped above.
@@ -1037,6 +1058,7 @@ impl<'a> Builder<'a> {
                 kind,
                 enter: false,
                 opens_scope: closes_scope,
+                binds_literal: false,
             });
         }
     }

@@ -189,6 +189,12 @@ impl<'s> Scopes<'s> {
         &self.scopes[id]
     }
 
+    /// Makes room for `names` more bindings in `scope` at once (a module's top-level
+    /// statements), rather than growing the table step by step.
+    pub fn reserve(&mut self, scope: ScopeId, names: usize) {
+        self.scopes[scope].bindings.reserve(names);
+    }
+
     pub fn bind(&mut self, scope: ScopeId, name: &'s str, binding: Binding<'s>) {
         if matches!(binding.kind, BindingKind::Import(_) | BindingKind::Alias(_)) {
             self.renamed.insert(name);
