@@ -364,7 +364,7 @@ OutOfMemory = getattr(torch, 'OutOfMemoryError', None) or torch.cuda.OutOfMemory
 
 def checked(value, step):
     if step == 3:
-        raise OutOfMemory('CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 8.00 GiB')
+        raise OutOfMemory('CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 8.00 GiB of which 6.00 GiB is free. 3.00 GiB allowed; Of the allocated memory 2.50 GiB is allocated by PyTorch')
     return value
 
 
@@ -408,6 +408,11 @@ fn probe_reads_an_out_of_memory_error_where_it_happened() {
         serde_json::json!(["TL102:17"]),
         "{report:#}"
     );
+    assert_eq!(
+        oom["allowed"],
+        3u64 << 30,
+        "the script's own cap: {report:#}"
+    );
     let text = probe(
         &project,
         python.to_str().unwrap(),
@@ -415,7 +420,7 @@ fn probe_reads_an_out_of_memory_error_where_it_happened() {
     );
     assert!(
         text.stdout.contains(
-            "out of memory: oom.py:9 asked for 2.0 GiB\n    findings on its stack: TL102:17"
+            "out of memory: oom.py:9 asked for 2.0 GiB; then the process capped at 3.0 GiB (set_per_process_memory_fraction)\n    findings on its stack: TL102:17"
         ),
         "{}",
         text.stdout

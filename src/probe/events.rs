@@ -67,6 +67,10 @@ pub struct OutOfMemory {
     pub device_free: Option<u64>,
     #[serde(default)]
     pub device_total: Option<u64>,
+    /// The most the process may hold, when the script capped itself
+    /// (`set_per_process_memory_fraction`; from the message's "… allowed").
+    #[serde(default)]
+    pub allowed: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

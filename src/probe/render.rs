@@ -256,6 +256,12 @@ pub(super) fn post_mortem_lines(post_mortem: &PostMortem) -> Vec<String> {
             fmt_bytes(cached as f64)
         ));
     }
+    if let Some(allowed) = error.allowed {
+        then.push(format!(
+            "the process capped at {} (set_per_process_memory_fraction)",
+            fmt_bytes(allowed as f64)
+        ));
+    }
     if let (Some(free), Some(total)) = (error.device_free, error.device_total) {
         then.push(format!(
             "{} of {} free on the device",

@@ -1373,6 +1373,10 @@ def out_of_memory_event(exc):
     asked = re.search(r"Tried to allocate ([0-9.]+) ?(B|KiB|MiB|GiB|TiB)", message)
     if asked:
         event["requested"] = int(float(asked.group(1)) * UNITS[asked.group(2)])
+    # A cap the script set (`set_per_process_memory_fraction`): the limit it hit, not the card.
+    allowed = re.search(r"([0-9.]+) ?(B|KiB|MiB|GiB|TiB) allowed", message)
+    if allowed:
+        event["allowed"] = int(float(allowed.group(1)) * UNITS[allowed.group(2)])
     torch = loaded_torch()
     cuda = initialised_cuda(torch) if torch is not None else None
     if cuda is not None:
@@ -1609,6 +1613,12 @@ def run(plan):
         except Exception:
             pass
         sampler.halt.set()
+        # A last sample: the run's peaks include what happened since the previous one (an
+        # allocation burst that ended in an out-of-memory error takes less than a period).
+        try:
+            emitter.emit(sample_event())
+        except Exception:
+            pass
         event = {"ev": "exit", "t": wall_clock(), "status": outcome.status}
         if outcome.traceback is not None:
             event["traceback"] = outcome.traceback
