@@ -233,6 +233,17 @@ fn page_is_self_contained_and_escapes_the_run_text() {
 }
 
 #[test]
+fn the_scripts_share_is_left_out_when_nvml_names_none_of_its_processes() {
+    // In a container NVML lists host PIDs: none is below ours, and the share is unknown.
+    let mut report = gpu_report();
+    for sample in &mut report.device_samples {
+        sample.script = Some(0);
+    }
+    let page = html::render(&report);
+    assert!(!page.contains("<dt>Device at its peak</dt>"), "{page}");
+}
+
+#[test]
 fn cpu_mode_draws_host_memory_and_says_why() {
     let mut report = gpu_report();
     report.device = None;

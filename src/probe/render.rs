@@ -195,7 +195,9 @@ pub(super) fn device_peak_shares(report: &ProbeReport) -> Option<String> {
         .device_samples
         .iter()
         .max_by_key(|sample| sample.used)?;
-    let script = peak.script?;
+    // None of the script's processes among NVML's: in another PID namespace (a container)
+    // they cannot be told apart, and "0 B by the script" would be wrong.
+    let script = peak.script.filter(|bytes| *bytes > 0)?;
     Some(format!(
         "{} in use, {} of it by the script's processes, {} by other processes and the driver",
         fmt_bytes(peak.used as f64),
