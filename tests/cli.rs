@@ -1115,6 +1115,34 @@ fn user_rule_packs_add_declarative_rules() {
 }
 
 #[test]
+fn each_clause_of_a_user_rule_reports_its_own_matches_once() {
+    // A rule's clauses share one compiled query: each must read only its own pattern's
+    // matches, or the second clause would also report the first pattern's match, which has no
+    // `@args`, at the whole call.
+    let project = Project::new();
+    let rule = PACK_RULE.replace(
+        "+++\n## What it does",
+        "[[match]]\npattern = '''(call function: (_) @callee arguments: (argument_list) @args) @call'''\nreport = \"args\"\nrequire = [\n  { resolves = \"callee\", to = [\"torch.cuda.empty_cache\"] },\n  { inside = \"training-loop\" },\n]\n+++\n## What it does",
+    );
+    project.write("tools/lint-rules/no-cuda-sync.md", &rule);
+    project.write(
+        "pyproject.toml",
+        "[tool.torchlint]\nextend-rule-packs = [\"tools/lint-rules\"]\nselect = [\"ACME\"]\n",
+    );
+    project.write(
+        "train.py",
+        "import torch as t\nfor x in loader:\n    t.cuda.synchronize()\n    t.cuda.empty_cache()\n    model(x).sum().backward()\n",
+    );
+    let run = concise(&project, &[]);
+    assert_eq!(
+        run.findings(),
+        ["train.py:3:5: ACME001", "train.py:4:23: ACME001"],
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
 fn user_rules_on_expression_kinds_see_nested_expressions() {
     // The walk skips call-free expressions when no rule starts inside one; a user rule on
     // `subscript` must turn that off and see `a.b[0]` deep inside `x.y + a.b[0].c * 2`.
@@ -1160,6 +1188,14 @@ fn invalid_user_rules_are_reported_with_file_and_line() {
         (
             PACK_RULE.replace("`{callee}()`", "`{calee}()`"),
             "the message's `{calee}`: the pattern has no capture `@calee` (it has: @callee, @call)",
+        ),
+        (
+            // Each clause has the captures of its own pattern, not its neighbours'.
+            PACK_RULE.replace(
+                "+++\n## What it does",
+                "[[match]]\npattern = '''(subscript) @item'''\nrequire = [{ resolves = \"callee\", to = [\"x\"] }]\n+++\n## What it does",
+            ),
+            "the pattern has no capture `@callee` (it has: @item)",
         ),
         (
             PACK_RULE.replace("ACME001", "TL901"),

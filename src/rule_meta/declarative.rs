@@ -2,8 +2,10 @@
 //! rule as written, its patterns compiled against the grammar. `rules::declarative` runs it.
 
 use serde::Deserialize;
+use std::sync::Arc;
 use toml::Spanned;
-use tree_sitter::{Query, QueryErrorKind};
+
+use tree_sitter::{CaptureQuantifier, Query, QueryErrorKind};
 
 use super::Applicability;
 use crate::parse::python;
@@ -39,7 +41,12 @@ impl std::fmt::Debug for DeclarativeRule {
 
 #[derive(Debug)]
 pub struct MatchClause {
-    pub query: Query,
+    /// The rule's query, shared by its clauses: compiling one scans the grammar's whole parse
+    /// table (about 2.5 ms for Python), once per query whatever its patterns, so a rule
+    /// compiles all its patterns at once.
+    pub query: Arc<Query>,
+    /// This clause's pattern in `query`.
+    pub pattern: usize,
     /// Node kind the pattern starts at; the checker runs the clause only on such nodes.
     pub root_kind: u16,
     /// Capture the finding is reported at; `None` reports the whole matched node.
@@ -308,9 +315,73 @@ fn build(
     toml_text: &str,
     message: &str,
 ) -> Result<Vec<MatchClause>, SpecError> {
+    let shared = shared_query(&raw);
     raw.into_iter()
-        .map(|clause| MatchClause::from_raw(clause, toml_text, message))
+        .enumerate()
+        .map(|(index, clause)| {
+            let compiled = shared.as_ref().map(|query| (Arc::clone(query), index));
+            MatchClause::from_raw(clause, toml_text, message, compiled)
+        })
         .collect()
+}
+
+/// One query holding every clause's pattern, the `index`th pattern being the `index`th
+/// clause's; None when that does not hold (a pattern with an error, or with no or two
+/// patterns in it), and each clause is then compiled alone, to say which is wrong and where.
+fn shared_query(raw: &[Spanned<RawMatch>]) -> Option<Arc<Query>> {
+    let mut text = String::new();
+    let mut starts = Vec::with_capacity(raw.len());
+    for clause in raw {
+        starts.push(text.len());
+        text.push_str(clause.get_ref().pattern.get_ref());
+        text.push('\n');
+    }
+    let query = Query::new(&python(), &text).ok()?;
+    let aligned = query.pattern_count() == raw.len()
+        && starts.iter().enumerate().all(|(index, &start)| {
+            let end = starts.get(index + 1).copied().unwrap_or(text.len());
+            (start..end).contains(&query.start_byte_for_pattern(index))
+        });
+    aligned.then(|| Arc::new(query))
+}
+
+/// One clause's pattern compiled by itself, its errors pointing into the rule file.
+fn compile_alone(
+    pattern: &str,
+    toml_text: &str,
+    pattern_span: std::ops::Range<usize>,
+) -> Result<Query, SpecError> {
+    let query = Query::new(&python(), pattern).map_err(|error| {
+        let offset = pattern_error_offset(toml_text, pattern_span.clone(), error.row);
+        let what = match error.kind {
+            QueryErrorKind::NodeType => "unknown node type",
+            QueryErrorKind::Field => "unknown field",
+            QueryErrorKind::Capture => "unknown capture",
+            QueryErrorKind::Syntax => "syntax error",
+            QueryErrorKind::Structure => "impossible pattern structure",
+            QueryErrorKind::Predicate => "bad predicate",
+            QueryErrorKind::Language => "language error",
+        };
+        SpecError::at(
+            offset,
+            format!(
+                "invalid tree-sitter pattern: {what} at pattern line {}, column {}: {}",
+                error.row + 1,
+                error.column + 1,
+                error.message.trim()
+            ),
+        )
+    })?;
+    if query.pattern_count() != 1 {
+        return Err(SpecError::at(
+            pattern_span.start,
+            format!(
+                "`pattern` must hold exactly one pattern (found {}); write one `[[match]]` table per pattern",
+                query.pattern_count()
+            ),
+        ));
+    }
+    Ok(query)
 }
 
 /// The id of the node kind a clause's pattern starts at, read off its text.
@@ -332,45 +403,25 @@ fn root_kind_id(pattern: &Spanned<String>) -> Result<u16, SpecError> {
 }
 
 impl MatchClause {
+    /// A clause from its table; `compiled`: the rule's shared query and this clause's pattern
+    /// in it, else the clause's pattern is compiled here.
     fn from_raw(
         raw: Spanned<RawMatch>,
         toml_text: &str,
         rule_message: &str,
+        compiled: Option<(Arc<Query>, usize)>,
     ) -> Result<Self, SpecError> {
         let clause_offset = raw.span().start;
         let raw = raw.into_inner();
         let pattern_span = raw.pattern.span();
         let pattern = raw.pattern.into_inner();
-        let query = Query::new(&python(), &pattern).map_err(|error| {
-            let offset = pattern_error_offset(toml_text, pattern_span.clone(), error.row);
-            let what = match error.kind {
-                QueryErrorKind::NodeType => "unknown node type",
-                QueryErrorKind::Field => "unknown field",
-                QueryErrorKind::Capture => "unknown capture",
-                QueryErrorKind::Syntax => "syntax error",
-                QueryErrorKind::Structure => "impossible pattern structure",
-                QueryErrorKind::Predicate => "bad predicate",
-                QueryErrorKind::Language => "language error",
-            };
-            SpecError::at(
-                offset,
-                format!(
-                    "invalid tree-sitter pattern: {what} at pattern line {}, column {}: {}",
-                    error.row + 1,
-                    error.column + 1,
-                    error.message.trim()
-                ),
-            )
-        })?;
-        if query.pattern_count() != 1 {
-            return Err(SpecError::at(
-                pattern_span.start,
-                format!(
-                    "`pattern` must hold exactly one pattern (found {}); write one `[[match]]` table per pattern",
-                    query.pattern_count()
-                ),
-            ));
-        }
+        let (query, pattern_index) = match compiled {
+            Some(compiled) => compiled,
+            None => (
+                Arc::new(compile_alone(&pattern, toml_text, pattern_span.clone())?),
+                0,
+            ),
+        };
         let root_kind = root_kind(&pattern).ok_or_else(|| {
             SpecError::at(
                 pattern_span.start,
@@ -385,30 +436,39 @@ impl MatchClause {
             ));
         }
 
+        // The shared query names the captures of every clause: this clause has those its
+        // own pattern binds.
+        let own = query.capture_quantifiers(pattern_index);
+        let in_pattern = |index: &u32| own[*index as usize] != CaptureQuantifier::Zero;
         let capture = |name: &str, offset: usize| -> Result<u32, SpecError> {
-            query.capture_index_for_name(name).ok_or_else(|| {
-                let known: Vec<String> = query
-                    .capture_names()
-                    .iter()
-                    .map(|c| format!("@{c}"))
-                    .collect();
-                SpecError::at(
-                    offset,
-                    format!(
-                        "the pattern has no capture `@{name}` (it has: {})",
-                        if known.is_empty() {
-                            "none".to_owned()
-                        } else {
-                            known.join(", ")
-                        }
-                    ),
-                )
-            })
+            query
+                .capture_index_for_name(name)
+                .filter(in_pattern)
+                .ok_or_else(|| {
+                    let known: Vec<String> = query
+                        .capture_names()
+                        .iter()
+                        .enumerate()
+                        .filter(|(index, _)| in_pattern(&(*index as u32)))
+                        .map(|(_, c)| format!("@{c}"))
+                        .collect();
+                    SpecError::at(
+                        offset,
+                        format!(
+                            "the pattern has no capture `@{name}` (it has: {})",
+                            if known.is_empty() {
+                                "none".to_owned()
+                            } else {
+                                known.join(", ")
+                            }
+                        ),
+                    )
+                })
         };
 
         let report = match &raw.report {
             Some(report) => Some(capture(report.get_ref(), report.span().start)?),
-            None => query.capture_index_for_name("report"),
+            None => query.capture_index_for_name("report").filter(in_pattern),
         };
 
         let mut require = Vec::new();
@@ -462,6 +522,7 @@ impl MatchClause {
         }
         Ok(MatchClause {
             query,
+            pattern: pattern_index,
             root_kind: root_kind_id,
             report,
             message: raw.message,

@@ -49,6 +49,10 @@ pub fn run_clause<'a>(
     let source = checker.text().as_bytes();
     let mut matches = cursor.matches(&clause.query, node, source);
     while let Some(found) = matches.next() {
+        // The rule's other clauses' patterns share the query; they run at their own turn.
+        if found.pattern_index != clause.pattern {
+            continue;
+        }
         if let Some(diagnostic) = evaluate(rule, clause, node, found, checker) {
             out.push(diagnostic);
         }
