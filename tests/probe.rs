@@ -428,6 +428,75 @@ fn probe_reads_an_out_of_memory_error_where_it_happened() {
 }
 
 #[test]
+fn probe_until_exit_lets_the_script_finish_and_says_where_a_cap_did_not_apply() {
+    let Some(python) =
+        require_torch("probe_until_exit_lets_the_script_finish_and_says_where_a_cap_did_not_apply")
+    else {
+        return;
+    };
+    let project = Project::new();
+    project.write(
+        "eval.py",
+        GRAD_ACCUMULATION.replace(
+            "print('done'",
+            "open('finished', 'w').write('yes'); print('done'",
+        ),
+    );
+    let python = python.to_str().unwrap();
+    // By default the probe stops the script once the lines have their hits (30 of 100 steps).
+    let run = probe(&project, python, &["eval.py", "--output-format", "json"]);
+    assert_eq!(json(&run)["stop"], "complete", "{}", run.stderr);
+    assert!(!project.path().join("finished").exists());
+
+    let run = probe(
+        &project,
+        python,
+        &[
+            "eval.py",
+            "--until-exit",
+            "--max-memory",
+            "1.5",
+            "--output-format",
+            "json",
+        ],
+    );
+    assert_eq!(run.code, 1, "confirmed findings exit 1\n{}", run.stderr);
+    let report = json(&run);
+    assert_eq!(report["stop"], "script-exited", "{report:#}");
+    assert!(project.path().join("finished").exists(), "ran to its end");
+    let accumulated = verdict(&report, "TL102", 15);
+    assert_eq!(accumulated["status"], "confirmed", "{accumulated:#}");
+    assert_eq!(accumulated["hits"], 30, "{accumulated:#}");
+    assert_eq!(report["max_memory"], 3u64 << 29, "{report:#}");
+
+    // On the CPU there is no allocator to cap: the report says the cap never applied.
+    let text = probe(
+        &project,
+        python,
+        &[
+            "eval.py",
+            "--until-exit",
+            "--max-memory",
+            "1.5",
+            "--color",
+            "never",
+        ],
+    );
+    assert!(
+        text.stdout.contains(
+            "memory cap: 1.5 GiB asked (--max-memory), not in effect: the script never initialised CUDA"
+        ),
+        "{}",
+        text.stdout
+    );
+    assert!(
+        text.stdout.contains("run: the script ended by itself"),
+        "{}",
+        text.stdout
+    );
+}
+
+#[test]
 fn probe_reports_the_scripts_traceback() {
     let project = Project::new();
     project.write(
@@ -543,6 +612,17 @@ fn probe_rejects_a_missing_interpreter_and_bad_options() {
     );
     let run = probe(&project, "python3", &["eval.py", "--hits", "0"]);
     assert_eq!(run.code, 2);
+    for cap in ["0", "-1", "nan"] {
+        let option = format!("--max-memory={cap}");
+        let run = probe(&project, "python3", &["eval.py", &option]);
+        assert_eq!(run.code, 2, "--max-memory {cap}");
+        assert!(
+            run.stderr
+                .contains("--max-memory must be a positive number of GiB"),
+            "{}",
+            run.stderr
+        );
+    }
     let run = probe(&project, "python3", &["eval.py", "--watch", "TL102:999"]);
     assert_eq!(run.code, 2);
     assert!(

@@ -116,6 +116,7 @@ fn gpu_report() -> ProbeReport {
         }),
         footprint: Footprint { device: Some(0), host_peak_rss: Some(12 * MIB) },
         cpu_mode_reason: None,
+        max_memory: None,
         findings: vec![
             WatchedFinding {
                 finding: finding("TL102", "tensor-accumulated", 42),

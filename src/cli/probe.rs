@@ -30,9 +30,19 @@ pub struct ProbeArgs {
     /// Stop once every watched line ran this many times.
     #[arg(long, value_name = "K", default_value_t = 30)]
     pub hits: u64,
-    /// Stop after this many seconds at most.
-    #[arg(long, value_name = "SECS", default_value_t = 300.0)]
-    pub timeout: f64,
+    /// Stop after this many seconds at most [default: 300, none with --until-exit].
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<f64>,
+    /// Let the script run to its end (or its out-of-memory error) once every watched line has
+    /// its hits, instead of stopping it there: the run's peaks and the post-mortem then cover
+    /// the whole run.
+    #[arg(long)]
+    pub until_exit: bool,
+    /// Cap the device memory the script's allocator may hold, in GiB (as the script's own
+    /// `torch.cuda.set_per_process_memory_fraction` would): a leak that would take hours to
+    /// fill a large card runs out of memory within the probe's run, with the post-mortem.
+    #[arg(long, value_name = "GIB")]
+    pub max_memory: Option<f64>,
     /// Steps to project growth over ("+1.0 MiB per step -> 9.8 GiB after 10,000 steps").
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     pub steps: u64,
@@ -63,16 +73,35 @@ fn parse_watch(text: &str) -> Result<(String, usize), String> {
     Ok((code.to_owned(), line))
 }
 
+/// `--timeout` when it is not given (and `--until-exit` is not either).
+const DEFAULT_TIMEOUT_SECS: f64 = 300.0;
+
 pub fn run(args: ProbeArgs) -> u8 {
     crate::checker::install_panic_hook();
     if args.hits == 0 {
         print_error("--hits must be at least 1");
         return 2;
     }
-    if !(args.timeout > 0.0 && args.timeout.is_finite()) {
+    if args
+        .timeout
+        .is_some_and(|secs| !(secs > 0.0 && secs.is_finite()))
+    {
         print_error("--timeout must be a positive number of seconds");
         return 2;
     }
+    if args
+        .max_memory
+        .is_some_and(|gib| !(gib > 0.0 && gib.is_finite()))
+    {
+        print_error("--max-memory must be a positive number of GiB");
+        return 2;
+    }
+    // Watching to the end means no time limit unless one is asked for.
+    let timeout = match (args.timeout, args.until_exit) {
+        (Some(secs), _) => Some(secs),
+        (None, false) => Some(DEFAULT_TIMEOUT_SECS),
+        (None, true) => None,
+    };
     let settings_for = |host_only: bool| {
         args.rules
             .resolver_for_run(host_only)
@@ -93,7 +122,11 @@ pub fn run(args: ProbeArgs) -> u8 {
         python: args.python,
         gpu: args.gpu,
         hits: args.hits,
-        timeout: std::time::Duration::from_secs_f64(args.timeout),
+        timeout: timeout.map(std::time::Duration::from_secs_f64),
+        until_exit: args.until_exit,
+        max_memory: args
+            .max_memory
+            .map(|gib| (gib * (1u64 << 30) as f64) as u64),
         steps: args.steps,
         settings: Arc::clone(&settings),
         host_settings,

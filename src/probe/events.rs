@@ -193,6 +193,27 @@ pub struct Sample {
     /// process (read only once the script has a context there, and only without NVML).
     #[serde(default)]
     pub device_used: Option<u64>,
+    /// The allocator's cap on the watched device, when one is set
+    /// (`set_per_process_memory_fraction`: the script's own, or `--max-memory`).
+    #[serde(default)]
+    pub allowed: Option<u64>,
+}
+
+impl Sample {
+    /// A hit's counters as a reading of the run: a hit reads the same allocator counters as the
+    /// sampler, right after its line ran, so a burst of hits between two samples (a fast loop,
+    /// or a run the probe stops once its lines have their hits) still counts in the run's peaks.
+    /// Not its anomaly flag: the share of time anomaly mode was on is read from periodic samples.
+    pub fn of_hit(hit: &Hit) -> Sample {
+        Sample {
+            t: hit.t,
+            allocated: hit.allocated,
+            reserved: hit.reserved,
+            rss: hit.rss,
+            pinned: hit.pinned,
+            ..Sample::default()
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

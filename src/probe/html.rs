@@ -79,6 +79,9 @@ fn run_header(page: &mut String, report: &ProbeReport) {
     if let Some(peak) = super::render::device_peak_shares(report) {
         row(page, "Device at its peak", &peak);
     }
+    if let Some(cap) = super::render::memory_cap(report) {
+        row(page, "Memory cap", &cap);
+    }
     row(
         page,
         "Probe's own footprint",

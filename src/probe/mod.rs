@@ -57,7 +57,12 @@ pub struct Options {
     pub python: Option<PathBuf>,
     pub gpu: Option<usize>,
     pub hits: u64,
-    pub timeout: Duration,
+    /// None: no limit (`--until-exit` without `--timeout`).
+    pub timeout: Option<Duration>,
+    /// Let the script run to its end once the watched lines have their hits.
+    pub until_exit: bool,
+    /// `--max-memory`, in bytes: the cap the runner sets on the script's allocator.
+    pub max_memory: Option<u64>,
     pub steps: u64,
     pub settings: Arc<Settings>,
     /// The same settings for a run without a GPU ([`crate::settings::CliOverrides::host_only`]):
@@ -133,6 +138,7 @@ pub fn run(options: &Options) -> Result<Probed, String> {
         }),
         footprint: Default::default(),
         cpu_mode_reason: device.as_ref().err().cloned(),
+        max_memory: options.max_memory,
         findings: Vec::new(),
         unwatched: unwatched.iter().map(|d| finding_ref(&source, d)).collect(),
         summary: Default::default(),
@@ -168,6 +174,7 @@ pub fn run(options: &Options) -> Result<Probed, String> {
         read_device: device
             .as_ref()
             .is_ok_and(|device| device.source != MemorySource::Nvml),
+        max_memory: options.max_memory,
         targets: targets.clone(),
     };
     let folder = tempfile::Builder::new()
@@ -190,6 +197,7 @@ pub fn run(options: &Options) -> Result<Probed, String> {
         plan: &plan_path,
         visible_devices: options.gpu.map(visible_device),
         timeout: options.timeout,
+        until_exit: options.until_exit,
         hits: options.hits,
         labels: targets
             .iter()
@@ -280,6 +288,10 @@ pub fn run(options: &Options) -> Result<Probed, String> {
             .used_before
             .or(report.device_samples.first().map(|sample| sample.used))
     });
+    // The run's numbers first: some verdicts need them (pinned memory peaks after the
+    // DataLoader line ran, not at it).
+    let readings = verdict::run_readings(&report.samples, &report.hits);
+    report.summary = verdict::summarize(&readings, &report.device_samples, device_before);
     let context = verdict::Context {
         hits_wanted: options.hits,
         warmup: WARMUP_HITS,
@@ -288,13 +300,11 @@ pub fn run(options: &Options) -> Result<Probed, String> {
             .device
             .as_ref()
             .map(|d| d.total.saturating_sub(device_before.unwrap_or(0))),
+        allowed: report.summary.allowed,
         project_steps: options.steps,
         ended_early: report.stop != Stop::Complete,
         flagged_text: String::new(),
     };
-    // The run's numbers first: some verdicts need them (pinned memory peaks after the
-    // DataLoader line ran, not at it).
-    report.summary = verdict::summarize(&report.samples, &report.device_samples, device_before);
     for ((diagnostic, hits), target) in watched.iter().zip(&hits_by_target).zip(&targets) {
         let context = verdict::Context {
             flagged_text: target.text.clone(),

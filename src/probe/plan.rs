@@ -21,6 +21,9 @@ pub struct Plan {
     /// script's process (torchlint could not read it from outside, through NVML).
     #[serde(default)]
     pub read_device: bool,
+    /// `--max-memory`: the most the script's allocator may hold on the watched device, in bytes.
+    #[serde(default)]
+    pub max_memory: Option<u64>,
     pub targets: Vec<Target>,
 }
 

@@ -62,6 +62,26 @@ fn status_word(status: Status) -> &'static str {
     }
 }
 
+/// The cap on the script's allocator, and whose it is: `--max-memory`'s, or the script's own
+/// `set_per_process_memory_fraction`.
+pub fn memory_cap(report: &ProbeReport) -> Option<String> {
+    match (report.summary.allowed, report.max_memory) {
+        (Some(allowed), Some(asked)) if allowed.abs_diff(asked) <= asked / 100 => Some(format!(
+            "{} for the script's allocator (--max-memory)",
+            fmt_bytes(allowed as f64)
+        )),
+        (Some(allowed), _) => Some(format!(
+            "{} for the script's allocator (set_per_process_memory_fraction in the script)",
+            fmt_bytes(allowed as f64)
+        )),
+        (None, Some(asked)) => Some(format!(
+            "{} asked (--max-memory), not in effect: the script never initialised CUDA, or the cap could not be set",
+            fmt_bytes(asked as f64)
+        )),
+        (None, None) => None,
+    }
+}
+
 fn write_run(report: &ProbeReport, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out, "probe of {}", report.script)?;
     match (&report.device, &report.cpu_mode_reason) {
@@ -80,6 +100,9 @@ fn write_run(report: &ProbeReport, out: &mut dyn Write) -> io::Result<()> {
     }
     if let Some(peak) = device_peak_shares(report) {
         writeln!(out, "  device at its peak: {peak}")?;
+    }
+    if let Some(cap) = memory_cap(report) {
+        writeln!(out, "  memory cap: {cap}")?;
     }
     writeln!(out, "  probe's own footprint: {}", footprint(report))?;
     if let (Some(python), Some(mechanism)) = (&report.python, &report.mechanism) {

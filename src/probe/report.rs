@@ -22,6 +22,8 @@ pub struct ProbeReport {
     pub footprint: Footprint,
     /// Why there is no device reading (no driver, no GPU, `--gpu` out of range).
     pub cpu_mode_reason: Option<String>,
+    /// `--max-memory`, in bytes, when the run capped the script's allocator.
+    pub max_memory: Option<u64>,
     pub findings: Vec<WatchedFinding>,
     /// Findings in the script whose rules have no runtime signature (not watched).
     pub unwatched: Vec<FindingRef>,

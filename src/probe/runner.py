@@ -334,6 +334,56 @@ def add_device_totals(event, torch, cuda):
                 totals[name] = totals.get(name, 0) + value
     event.update(totals)
     event["pinned"] = AllocatorStats.pinned(torch, cuda)
+    allowed = allowed_bytes(torch, cuda)
+    if allowed is not None:
+        event["allowed"] = allowed
+
+
+TOTAL_MEMORY = {}
+
+
+def allowed_bytes(torch, cuda):
+    """What the allocator may hold on the watched device when a cap is set (the script's own
+    `set_per_process_memory_fraction`, or `--max-memory`): the projections count from it, not
+    from the card's free memory. None without a cap, or where torch cannot say."""
+    getter = getattr(torch._C, "_cuda_getMemoryFraction", None)
+    if getter is None:
+        return None
+    fraction = float(getter(0))
+    if not 0.0 <= fraction < 1.0:
+        return None
+    total = TOTAL_MEMORY.get(0)
+    if total is None:
+        total = TOTAL_MEMORY[0] = int(cuda.get_device_properties(0).total_memory)
+    return int(fraction * total)
+
+
+def cap_device_memory(emitter, cap):
+    """`--max-memory`: the script's allocator may hold at most `cap` bytes on the watched device
+    (`set_per_process_memory_fraction`), so that a slow leak runs out of memory within the
+    probe's run. Applied when the script initialises CUDA, through torch's queue of lazy calls:
+    a script that never uses the GPU gets no context from it."""
+    try:
+        import torch
+    except BaseException as exc:
+        emitter.error(describe_failure("cannot cap the device memory (--max-memory): torch does not import", exc))
+        return
+
+    def apply():
+        try:
+            total = int(torch.cuda.get_device_properties(0).total_memory)
+            if cap >= total:
+                emitter.error("--max-memory (%d bytes) is not below the device's %d bytes: "
+                              "the script runs without a cap" % (cap, total))
+                return
+            torch.cuda.set_per_process_memory_fraction(cap / total, 0)
+        except Exception as exc:
+            emitter.error(describe_failure("cannot cap the device memory (--max-memory)", exc))
+
+    try:
+        torch.cuda._lazy_call(apply)
+    except Exception as exc:
+        emitter.error(describe_failure("cannot cap the device memory (--max-memory)", exc))
 
 
 class Sampler(threading.Thread):
@@ -1638,6 +1688,9 @@ def run(plan):
 
     atexit.register(at_exit)
 
+    cap = plan.get("max_memory")
+    if isinstance(cap, int) and cap > 0:
+        cap_device_memory(emitter, cap)
     module = main_module(path)
     sys.modules["__main__"] = module
     emit_start(mechanism, armed, unarmed)

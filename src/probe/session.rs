@@ -27,7 +27,10 @@ pub struct Session<'a> {
     pub plan: &'a Path,
     /// `CUDA_VISIBLE_DEVICES` for the script, when `--gpu` chose one.
     pub visible_devices: Option<String>,
-    pub timeout: Duration,
+    /// None: no limit.
+    pub timeout: Option<Duration>,
+    /// Keep the script running once every watched line has its hits (`--until-exit`).
+    pub until_exit: bool,
     /// Hits wanted per target, and the targets' labels for the progress line.
     pub hits: u64,
     pub labels: Vec<String>,
@@ -133,7 +136,8 @@ impl Session<'_> {
                                     .all(|&t| counts.get(t).is_some_and(|&c| c >= self.hits))
                         });
                     collected.push(event);
-                    if complete {
+                    // With `--until-exit` the script goes on, watched by the samples alone.
+                    if complete && !self.until_exit {
                         break Stop::Complete;
                     }
                 }
@@ -147,7 +151,7 @@ impl Session<'_> {
             if INTERRUPTED.load(Ordering::SeqCst) {
                 break Stop::Interrupted;
             }
-            if clock.elapsed() >= self.timeout {
+            if self.timeout.is_some_and(|limit| clock.elapsed() >= limit) {
                 break Stop::Timeout;
             }
             if let Ok(Some(_)) = child.try_wait() {

@@ -78,6 +78,9 @@ pub struct Context {
     pub gpu: bool,
     /// Free device memory when the script started (bytes), for projections.
     pub device_free: Option<u64>,
+    /// The most the script's allocator may hold when a cap is set (its own
+    /// `set_per_process_memory_fraction`, or `--max-memory`): projections count from it.
+    pub allowed: Option<u64>,
     /// Steps to project growth over (`--steps`, default 10,000).
     pub project_steps: u64,
     /// The script ended (or was stopped) before this line ran at all: message for not reached.
@@ -97,6 +100,8 @@ pub struct RunSummary {
     pub device_peak_used: Option<u64>,
     pub peak_rss: Option<u64>,
     pub peak_pinned: Option<u64>,
+    /// The allocator's cap at the end of the run (see [`Context::allowed`]).
+    pub allowed: Option<u64>,
     /// The share of timeline samples with anomaly detection on (None: never read).
     pub anomaly_share: Option<f64>,
     /// When anomaly detection was read on the timeline, and whether it was on.
@@ -996,6 +1001,9 @@ struct Measures {
     /// "host RSS", or "pinned host memory" for TL106.
     host_label: &'static str,
     nodes: Option<Series>,
+    /// The watched value itself (a container's items, a tensor's bytes): its resets bound
+    /// the growth the line causes.
+    held: Option<Series>,
     gpu_grows: bool,
     host_grows: bool,
     graph_grows: bool,
@@ -1015,6 +1023,9 @@ impl Measures {
             Series::of(&points(hits, warmup, |hit| hit.rss))
         };
         let nodes = Series::of(&points(hits, warmup, |hit| max_value(hit, |v| v.nodes)));
+        let held = Series::of(&points(hits, warmup, |hit| {
+            max_value(hit, |v| v.len).or_else(|| max_value(hit, |v| v.bytes))
+        }));
         let host_floor = if pinned {
             PINNED_MIN_SLOPE
         } else {
@@ -1049,6 +1060,7 @@ impl Measures {
                 "host RSS"
             },
             nodes,
+            held,
             gpu_grows,
             host_grows,
             graph_grows,
@@ -1252,20 +1264,55 @@ fn projection(class: Class, m: &Measures, context: &Context) -> Option<String> {
     let after = format!("after {} steps", fmt_count(steps));
     match class {
         Class::GrowsGpu => {
-            let slope = m.gpu?.slope.per_hit;
+            let gpu = m.gpu?;
+            let slope = gpu.growth_per_hit();
+            // What the process may still take: from the card's free memory or the allocator's
+            // cap, whichever is lower, less what it held at the last hit.
+            let limit = match (context.device_free, context.allowed) {
+                (Some(free), Some(allowed)) if allowed < free => {
+                    Some((allowed, "allowed by the memory cap"))
+                }
+                (Some(free), _) => Some((free, "free")),
+                (None, Some(allowed)) => Some((allowed, "allowed by the memory cap")),
+                (None, None) => None,
+            };
+            let room = limit.map(|(limit, _)| (limit as f64 - gpu.last).max(0.0));
+            // A value emptied again and again (a list rebuilt every epoch or every `validate()`)
+            // holds one period's growth at most: the projection is that, not `--steps`.
+            if let Some(resets) = m.held.map(|held| held.resets).filter(|&r| r > 0) {
+                let pairs = m.held.map_or(0, |held| held.pairs);
+                let period = ((pairs + 1) / (resets + 1)).max(1) as f64;
+                let bounded = slope * period;
+                let mut text = format!(
+                    "{} per step until the value is emptied again ({resets} reset{} in {} hits): about {} held at most",
+                    fmt_signed_bytes(slope),
+                    if resets == 1 { "" } else { "s" },
+                    pairs + 1,
+                    fmt_bytes(bounded)
+                );
+                if let (Some(room), Some((limit, what))) = (room, limit) {
+                    text.push_str(&format!("; {} {what}", fmt_bytes(limit as f64)));
+                    if bounded > room {
+                        text.push_str(&format!(
+                            ": out of memory within one period, after about {} more steps",
+                            fmt_count(round_significant(room / slope, 2))
+                        ));
+                    }
+                }
+                return Some(text);
+            }
             let total = slope * steps as f64;
             let mut text = format!(
                 "{} per step → {} {after}",
                 fmt_signed_bytes(slope),
                 fmt_bytes(total)
             );
-            if let Some(free) = context.device_free {
-                text.push_str(&format!("; {} free", fmt_bytes(free as f64)));
-                if total > free as f64 {
-                    let until = round_significant(free as f64 / slope, 2);
+            if let (Some(room), Some((limit, what))) = (room, limit) {
+                text.push_str(&format!("; {} {what}", fmt_bytes(limit as f64)));
+                if total > room {
                     text.push_str(&format!(
-                        ": out of memory after about {} steps",
-                        fmt_count(until)
+                        ": out of memory after about {} more steps",
+                        fmt_count(round_significant(room / slope, 2))
                     ));
                 }
             }
@@ -1340,6 +1387,14 @@ const FRAGMENTED_SHARE: f64 = 0.25;
 /// directly, so any retry suggests it too.
 const FRAGMENTED_MIN: u64 = 1 << 30;
 
+/// The run's readings in time order: the periodic samples and every hit's counters.
+pub fn run_readings(samples: &[Sample], hits: &[Hit]) -> Vec<Sample> {
+    let mut readings: Vec<Sample> = samples.to_vec();
+    readings.extend(hits.iter().map(Sample::of_hit));
+    readings.sort_by(|a, b| a.t.total_cmp(&b.t));
+    readings
+}
+
 /// Summarises the run's counters.
 pub fn summarize(
     samples: &[Sample],
@@ -1387,6 +1442,7 @@ pub fn summarize(
         device_peak_used,
         peak_rss: samples.iter().filter_map(|s| s.rss).max(),
         peak_pinned: samples.iter().filter_map(|s| s.pinned).max(),
+        allowed: samples.iter().rev().find_map(|s| s.allowed),
         anomaly_share: share(samples, |s| s.anomaly_enabled),
         anomaly_timeline: samples
             .iter()
@@ -1554,6 +1610,7 @@ mod tests {
             warmup: 5,
             gpu: true,
             device_free: Some(139 * GIB),
+            allowed: None,
             project_steps: 10_000,
             ended_early: false,
             flagged_text: String::new(),
@@ -1853,7 +1910,57 @@ mod tests {
         assert_eq!(
             verdict.projection.as_deref(),
             Some(
-                "+10.0 MiB per step → 97.8 GiB after 10,000 steps; 50.0 GiB free: out of memory after about 5,100 steps"
+                "+10.0 MiB per step → 97.8 GiB after 10,000 steps; 50.0 GiB free: out of memory after about 5,100 more steps"
+            )
+        );
+    }
+
+    /// A list of outputs on the GPU, one item per hit, beside other memory that grows too.
+    fn gpu_list(len: impl Fn(u64) -> u64) -> Stream {
+        Stream::new(30).hit(|hit| {
+            hit.grad_enabled = Some(false);
+            hit.allocated = Some(GIB + hit.n * 20 * MIB);
+            let value = &mut hit.values[0];
+            value.kind = "container".into();
+            value.len = Some(len(hit.n));
+            value.bytes = value.len.map(|items| items * 20 * MIB);
+            value.items_on_gpu = value.len;
+            value.device = Some("cuda:0".into());
+        })
+    }
+
+    #[test]
+    fn a_memory_cap_is_the_limit_projections_count_to() {
+        // Seen on an H200: a script capped at 3% of the card (4.2 GiB) was told "139 GiB free".
+        let context = Context {
+            allowed: Some(4 * GIB),
+            ..context()
+        };
+        let verdict = gpu_list(|n| n).judge("TL104", &context);
+        assert_eq!(verdict.status, Status::Confirmed, "{verdict:?}");
+        // From 1.6 GiB held at the last hit, 2.4 GiB are left at 20 MiB per step.
+        assert_eq!(
+            verdict.projection.as_deref(),
+            Some(
+                "+20.0 MiB per step → 195 GiB after 10,000 steps; 4.0 GiB allowed by the memory cap: out of memory after about 120 more steps"
+            )
+        );
+    }
+
+    #[test]
+    fn a_list_rebuilt_every_call_is_projected_to_one_period() {
+        // Seen on an H200: outputs kept in a list that every `validate()` starts afresh, with
+        // "1 reset in 25 hits" counted, were projected to 10,000 steps.
+        let context = Context {
+            allowed: Some(4 * GIB),
+            ..context()
+        };
+        let verdict = gpu_list(|n| if n <= 20 { n } else { n - 20 }).judge("TL104", &context);
+        assert_eq!(verdict.status, Status::Confirmed, "{verdict:?}");
+        assert_eq!(
+            verdict.projection.as_deref(),
+            Some(
+                "+20.0 MiB per step until the value is emptied again (1 reset in 25 hits): about 240 MiB held at most; 4.0 GiB allowed by the memory cap"
             )
         );
     }
@@ -2505,6 +2612,30 @@ mod tests {
         let summary = summarize(&[retried], &[], None);
         assert!(summary.suggest_expandable_segments);
         assert!(has(&summary.notes, "3 cudaMalloc retries"));
+    }
+
+    #[test]
+    fn the_runs_peaks_include_hits_between_two_samples() {
+        // Seen on an H200: 30 hits of a leaking loop ran within one sampling period, and the
+        // probe stopped the script once they were in, so the summary said "peak allocated
+        // 55.0 MiB" beside a line's evidence "GPU allocated 73.0 MiB → 169 MiB".
+        let samples = [
+            sample(0.0, 55 * MIB, 70 * MIB),
+            sample(0.1, 40 * MIB, 70 * MIB),
+        ];
+        let hits = Stream::new(3)
+            .allocated(&[73 * MIB, 121 * MIB, 169 * MIB])
+            .hit(|hit| hit.reserved = Some(180 * MIB))
+            .hits;
+        let readings = run_readings(&samples, &hits);
+        assert!(
+            readings.windows(2).all(|pair| pair[0].t <= pair[1].t),
+            "in time order"
+        );
+        let summary = summarize(&readings, &[], None);
+        assert_eq!(summary.peak_allocated, Some(169 * MIB));
+        assert_eq!(summary.peak_reserved, Some(180 * MIB));
+        assert_eq!(summary.fragmentation, Some(180 * MIB - 73 * MIB));
     }
 
     #[test]
