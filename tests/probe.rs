@@ -413,6 +413,9 @@ fn probe_reads_an_out_of_memory_error_where_it_happened() {
         3u64 << 30,
         "the script's own cap: {report:#}"
     );
+    // The budget at the error: the model's 5 parameters (20 bytes as float32: weight and bias).
+    assert_eq!(oom["budget"]["at"], "out_of_memory", "{report:#}");
+    assert_eq!(oom["budget"]["parameters"], 20, "{report:#}");
     let text = probe(
         &project,
         python.to_str().unwrap(),
@@ -491,6 +494,76 @@ fn probe_until_exit_lets_the_script_finish_and_says_where_a_cap_did_not_apply() 
     );
     assert!(
         text.stdout.contains("run: the script ended by itself"),
+        "{}",
+        text.stdout
+    );
+}
+
+/// One model trained by the optimizer the first argument names; the hazard keeps the watch on.
+const OPTIMIZER_STATE: &str = "\
+import sys
+import torch
+from torch import nn
+
+model = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 256))
+if sys.argv[1] == 'adamw':
+    opt = torch.optim.AdamW(model.parameters())
+else:
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+losses = []
+for step in range(40):
+    loss = model(torch.randn(8, 256)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    losses.append(loss)
+";
+
+#[test]
+fn probe_budget_tells_adamw_state_from_sgd_momentum() {
+    let Some(python) = require_torch("probe_budget_tells_adamw_state_from_sgd_momentum") else {
+        return;
+    };
+    let project = Project::new();
+    project.write("train.py", OPTIMIZER_STATE);
+    let python = python.to_str().unwrap();
+    // 256 × 512 + 512 + 512 × 256 + 256 float32 parameters.
+    let parameters: u64 = (256 * 512 + 512 + 512 * 256 + 256) * 4;
+    let budget = |optimizer: &str| {
+        let run = probe(
+            &project,
+            python,
+            &["train.py", "--output-format", "json", "--", optimizer],
+        );
+        let report = json(&run);
+        assert_eq!(report["budget"]["device"], false, "CPU mode: {report:#}");
+        assert_eq!(report["budget"]["parameters"], parameters, "{report:#}");
+        assert_eq!(report["budget"]["gradients"], parameters, "{report:#}");
+        report["budget"]["optimizers"][0].clone()
+    };
+    let adamw = budget("adamw");
+    assert_eq!(adamw["class"], "AdamW", "{adamw:#}");
+    // Two moments per parameter, and a step count per tensor (4 one-element tensors).
+    assert_eq!(adamw["bytes"], 2 * parameters + 4 * 4, "{adamw:#}");
+    let sgd = budget("sgd");
+    assert_eq!(sgd["class"], "SGD", "{sgd:#}");
+    assert_eq!(
+        sgd["bytes"], parameters,
+        "one momentum buffer per parameter: {sgd:#}"
+    );
+
+    let text = probe(
+        &project,
+        python,
+        &["train.py", "--color", "never", "--", "adamw"],
+    );
+    assert!(
+        text.stdout.contains("  host memory of the model and optimizer once the watched lines had their hits (CPU mode)\n    parameters "),
+        "{}",
+        text.stdout
+    );
+    assert!(
+        text.stdout.contains("    optimizer state (AdamW)   "),
         "{}",
         text.stdout
     );

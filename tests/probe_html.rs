@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use torchlint::probe::events::{DeviceSample, Exit, Hit, Sample, Value};
+use torchlint::probe::budget::Split;
+use torchlint::probe::events::{Budget, DeviceSample, Exit, Hit, OptimizerState, Sample, Value};
 use torchlint::probe::html;
 use torchlint::probe::report::{
     DeviceInfo, FindingRef, Footprint, MemorySource, ProbeReport, Stop, WatchedFinding,
@@ -117,6 +118,19 @@ fn gpu_report() -> ProbeReport {
         footprint: Footprint { device: Some(0), host_peak_rss: Some(12 * MIB) },
         cpu_mode_reason: None,
         max_memory: None,
+        budget: Some(Split::of(Budget {
+            at: "peak".to_owned(),
+            device: true,
+            parameters: 2 * GIB,
+            gradients: 2 * GIB,
+            optimizers: vec![OptimizerState {
+                class: "AdamW<x>".to_owned(),
+                bytes: 4 * GIB,
+            }],
+            allocated: Some(12 * GIB),
+            reserved: Some(14 * GIB),
+            ..Budget::default()
+        })),
         findings: vec![
             WatchedFinding {
                 finding: finding("TL102", "tensor-accumulated", 42),
@@ -173,6 +187,14 @@ fn page_is_self_contained_and_escapes_the_run_text() {
     assert!(outside.is_empty(), "nothing is fetched: {outside:?}");
     assert!(page.contains("GPU 0 NVIDIA H200 (141 GiB total, 1.0 GiB in use before the script)"));
     assert!(page.contains("exited with status 1"));
+    assert!(
+        page.contains(
+            "<caption>device memory at its peak: 12.0 GiB allocated, 14.0 GiB reserved</caption>"
+        ),
+        "{page}"
+    );
+    assert!(page.contains("<tr><th>optimizer state (AdamW&lt;x&gt;)</th><td>4.0 GiB</td></tr>"));
+    assert!(page.contains("<tr><th>activations and other tensors</th><td>4.0 GiB</td></tr>"));
     assert!(page.contains("warning: line 99 not watched"));
     assert_eq!(page.matches("<tr class=\"verdict\">").count(), 3);
     assert_eq!(

@@ -20,10 +20,41 @@ pub enum Event {
     Complete { t: f64 },
     /// The script ran out of memory: what the runner read before the error's frames unwound.
     OutOfMemory(OutOfMemory),
+    /// What the script's parameters, gradients and optimizer state held at one moment.
+    Budget(Budget),
     /// The script finished: its exit status and, for an uncaught exception, the traceback.
     Exit(Exit),
     /// Something in the runner itself went wrong (not the script).
     Error { t: f64, message: String },
+}
+
+/// What the script's parameters, their gradients and its optimizers' state held at one moment
+/// (the runner finds them by hooking their construction), beside the allocator's totals.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Budget {
+    pub t: f64,
+    /// When it was read: `peak` (allocated memory 5% above the last budget's), `complete` (every
+    /// watched line had its hits), `exit`, or `out_of_memory`.
+    pub at: String,
+    /// Whether the bytes are the device's (else the host's: a CPU-mode run).
+    pub device: bool,
+    /// Each storage counted once (tied weights, views), in bytes.
+    pub parameters: u64,
+    pub gradients: u64,
+    /// State per optimizer class (`AdamW`: two moments per parameter), in bytes.
+    #[serde(default)]
+    pub optimizers: Vec<OptimizerState>,
+    /// The allocator's totals at that moment (device runs only).
+    #[serde(default)]
+    pub allocated: Option<u64>,
+    #[serde(default)]
+    pub reserved: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OptimizerState {
+    pub class: String,
+    pub bytes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -45,7 +76,7 @@ pub struct Start {
 }
 
 /// An out-of-memory error the script did not catch, read where it was raised.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct OutOfMemory {
     pub t: f64,
     /// The error's first line.

@@ -4,6 +4,7 @@
 
 use std::fmt::Write;
 
+use super::budget::Split;
 use super::report::{ProbeReport, WatchedFinding};
 use super::verdict::{Class, Status, fmt_bytes};
 
@@ -719,6 +720,35 @@ fn run_summary(page: &mut String, report: &ProbeReport) {
              <code>PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True</code>.</p>\n",
         );
     }
+    let post_mortem = report.out_of_memory.as_ref();
+    for split in [
+        post_mortem.and_then(|p| p.budget.as_ref()),
+        report.budget.as_ref(),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        budget_table(page, split);
+    }
+}
+
+/// A budget: its heading, then a row per part with its bytes and share.
+fn budget_table(page: &mut String, split: &Split) {
+    let lines = split.lines();
+    let _ = writeln!(
+        page,
+        "<table class=\"budget\"><caption>{}</caption>",
+        escape(&lines[0])
+    );
+    for part in &split.parts {
+        let _ = writeln!(
+            page,
+            "<tr><th>{}</th><td>{}</td></tr>",
+            escape(&part.what),
+            escape(&fmt_bytes(part.bytes as f64))
+        );
+    }
+    page.push_str("</table>\n");
 }
 
 /// Text for HTML element content and attribute values.

@@ -9,6 +9,7 @@
 //! `verdict` turns each line's hits into confirmed / not reproduced / not reached;
 //! the `report` is printed (`render`) and optionally written as one HTML page (`html`).
 
+pub mod budget;
 mod device;
 pub mod events;
 pub mod html;
@@ -139,6 +140,7 @@ pub fn run(options: &Options) -> Result<Probed, String> {
         footprint: Default::default(),
         cpu_mode_reason: device.as_ref().err().cloned(),
         max_memory: options.max_memory,
+        budget: None,
         findings: Vec::new(),
         unwatched: unwatched.iter().map(|d| finding_ref(&source, d)).collect(),
         summary: Default::default(),
@@ -231,6 +233,7 @@ pub fn run(options: &Options) -> Result<Probed, String> {
     let mut hits_by_target: Vec<Vec<Hit>> = vec![Vec::new(); targets.len()];
     let mut reached_start = false;
     let mut out_of_memory = None;
+    let mut budgets = Vec::new();
     for event in outcome.events {
         match event {
             Event::Start(start) => {
@@ -269,6 +272,7 @@ pub fn run(options: &Options) -> Result<Probed, String> {
             }
             Event::Complete { .. } => {}
             Event::OutOfMemory(error) => out_of_memory = Some(error),
+            Event::Budget(budget) => budgets.push(budget),
             Event::Exit(exit) => report.exit = Some(exit),
             Event::Error { message, .. } => report.runner_errors.push(message),
         }
@@ -317,8 +321,16 @@ pub fn run(options: &Options) -> Result<Probed, String> {
             verdict: verdict::judge_with_run(diagnostic.code(), &hits, &context, &report.summary),
         });
     }
+    report.budget = budget::for_run(&budgets);
     // Read once every finding has its verdict: the post-mortem names those on its stack.
-    report.out_of_memory = out_of_memory.map(|error| post_mortem(error, &absolute, &report));
+    report.out_of_memory = out_of_memory.map(|error| {
+        post_mortem(
+            error,
+            budget::at_out_of_memory(&budgets),
+            &absolute,
+            &report,
+        )
+    });
     Ok(Probed {
         report,
         source: Arc::new(source),
@@ -331,6 +343,7 @@ use device::Device;
 /// The out-of-memory error with the findings on the script's lines of its stack.
 fn post_mortem(
     error: events::OutOfMemory,
+    budget: Option<budget::Split>,
     script: &std::path::Path,
     report: &ProbeReport,
 ) -> report::PostMortem {
@@ -350,8 +363,10 @@ fn post_mortem(
         .map(|finding| format!("{}:{}", finding.code, finding.line))
         .collect();
     report::PostMortem {
+        fragmentation: budget::out_of_memory_verdict(&error),
         error,
         findings_on_stack,
+        budget,
     }
 }
 

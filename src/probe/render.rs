@@ -7,6 +7,7 @@ use std::sync::Arc;
 use codespan_reporting::diagnostic::Severity;
 
 use super::Probed;
+use super::budget::Split;
 use super::report::{DeviceInfo, PostMortem, ProbeReport};
 use super::verdict::{Status, fmt_bytes};
 use crate::diagnostic::FileDiagnostics;
@@ -127,9 +128,15 @@ fn write_run(report: &ProbeReport, out: &mut dyn Write) -> io::Result<()> {
             let indent = if at == 0 { "  " } else { "    " };
             writeln!(out, "{indent}{line}")?;
         }
+        if let Some(split) = &post_mortem.budget {
+            write_budget(out, split, "    ")?;
+        }
     }
     for note in &report.summary.notes {
         writeln!(out, "  {note}")?;
+    }
+    if let Some(split) = &report.budget {
+        write_budget(out, split, "  ")?;
     }
     if report.summary.suggest_expandable_segments {
         writeln!(
@@ -305,5 +312,17 @@ pub(super) fn post_mortem_lines(post_mortem: &PostMortem) -> Vec<String> {
             post_mortem.findings_on_stack.join(", ")
         ));
     }
+    if let Some(verdict) = &post_mortem.fragmentation {
+        lines.push(verdict.clone());
+    }
     lines
+}
+
+/// A budget table under a heading at `indent`, its rows two spaces further in.
+fn write_budget(out: &mut dyn Write, split: &Split, indent: &str) -> io::Result<()> {
+    for (at, line) in split.lines().iter().enumerate() {
+        let inner = if at == 0 { "" } else { "  " };
+        writeln!(out, "{indent}{inner}{line}")?;
+    }
+    Ok(())
 }

@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 
+use super::budget::Split;
 use super::events::{DeviceSample, Exit, Hit, OutOfMemory, Sample};
 use super::verdict::{RunSummary, Verdict};
 
@@ -28,6 +29,8 @@ pub struct ProbeReport {
     /// Findings in the script whose rules have no runtime signature (not watched).
     pub unwatched: Vec<FindingRef>,
     pub summary: RunSummary,
+    /// How the memory split at the run's peak: parameters, gradients, optimizer state, the rest.
+    pub budget: Option<Split>,
     pub stop: Stop,
     /// The script's own exit status and traceback, when it ended by itself.
     pub exit: Option<Exit>,
@@ -149,4 +152,8 @@ pub struct PostMortem {
     pub error: OutOfMemory,
     /// The watched and unwatched findings on the script's lines of the stack (`TL102:41`).
     pub findings_on_stack: Vec<String>,
+    /// Whether it was fragmentation (the cache had the room, not in one block) or tensors.
+    pub fragmentation: Option<String>,
+    /// How the device memory split at that moment.
+    pub budget: Option<Split>,
 }

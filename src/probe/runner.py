@@ -358,16 +358,11 @@ def allowed_bytes(torch, cuda):
     return int(fraction * total)
 
 
-def cap_device_memory(emitter, cap):
+def cap_device_memory(emitter, torch, cap):
     """`--max-memory`: the script's allocator may hold at most `cap` bytes on the watched device
     (`set_per_process_memory_fraction`), so that a slow leak runs out of memory within the
-    probe's run. Applied when the script initialises CUDA, through torch's queue of lazy calls:
-    a script that never uses the GPU gets no context from it."""
-    try:
-        import torch
-    except BaseException as exc:
-        emitter.error(describe_failure("cannot cap the device memory (--max-memory): torch does not import", exc))
-        return
+    probe's run. Queued on torch's lazy-init calls as soon as torch is imported: applied when
+    the script initialises CUDA, and a script that never uses the GPU gets no context from it."""
 
     def apply():
         try:
@@ -380,10 +375,170 @@ def cap_device_memory(emitter, cap):
         except Exception as exc:
             emitter.error(describe_failure("cannot cap the device memory (--max-memory)", exc))
 
-    try:
-        torch.cuda._lazy_call(apply)
-    except Exception as exc:
-        emitter.error(describe_failure("cannot cap the device memory (--max-memory)", exc))
+    torch.cuda._lazy_call(apply)
+
+
+class TorchImport:
+    """Runs callbacks the moment the script's `import torch` completes, before its next line:
+    the budget's hooks must be in place before the script builds its model. A meta-path finder
+    that lets the other finders find torch and wraps that one module's `exec_module`; it takes
+    itself off `sys.meta_path` at once, so no other import passes through it."""
+
+    def __init__(self, emitter, callbacks):
+        self.emitter = emitter
+        self.callbacks = callbacks
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        self.remove()
+        spec = None
+        for finder in list(sys.meta_path):
+            find = getattr(finder, "find_spec", None)
+            if find is not None:
+                spec = find(name, path, target)
+                if spec is not None:
+                    break
+        loader = getattr(spec, "loader", None)
+        exec_module = getattr(loader, "exec_module", None)
+        if exec_module is None:
+            return spec
+        callbacks, emitter = self.callbacks, self.emitter
+
+        def exec_then_call_back(module):
+            exec_module(module)
+            try:
+                del loader.exec_module  # the instance attribute set below: the class's again
+            except AttributeError:
+                pass
+            for callback in callbacks:
+                try:
+                    callback(module)
+                except Exception as exc:
+                    emitter.error(describe_failure("preparing torch for the probe", exc))
+
+        loader.exec_module = exec_then_call_back
+        return spec
+
+    def install(self):
+        if "torch" in sys.modules:
+            for callback in self.callbacks:
+                callback(sys.modules["torch"])
+        else:
+            sys.meta_path.insert(0, self)
+
+    def remove(self):
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+
+
+class Budget:
+    """What the script's parameters, their gradients and its optimizers' state hold: the split
+    of device memory at its peak and at an out-of-memory error. Found by instrumenting their
+    construction, not by names: torch's global hook on parameter registration sees every
+    `nn.Module` parameter (frozen ones too), its global hook after `optimizer.step()` every
+    optimizer that holds state. Both are in place from the moment torch is imported."""
+
+    def __init__(self):
+        self.parameters = {}  # id -> weakref to a Parameter
+        self.optimizers = {}  # id -> weakref to an optimizer
+        self.last_allocated = 0
+
+    def install(self, torch):
+        import weakref
+        self.weakref = weakref.ref
+        import importlib
+        modules = importlib.import_module("torch.nn.modules.module")
+        register = getattr(modules, "register_module_parameter_registration_hook", None)
+        if register is not None:
+            register(self.saw_parameter)
+        optim = importlib.import_module("torch.optim.optimizer")  # torch imports it lazily
+        on_step = getattr(optim, "register_optimizer_step_post_hook", None)
+        if on_step is not None:
+            on_step(self.saw_optimizer)
+
+    def saw_parameter(self, module, name, param):
+        if param is not None:
+            self.parameters[id(param)] = self.weakref(param)
+
+    def saw_optimizer(self, optimizer, args, kwargs):
+        key = id(optimizer)
+        if key not in self.optimizers:
+            self.optimizers[key] = self.weakref(optimizer)
+
+    def event(self, torch, at):
+        """A `budget` event: bytes of parameters, gradients and each optimizer class's state, on
+        the device when the script uses CUDA (host tensors otherwise: CPU mode), each storage
+        counted once (tied weights, views)."""
+        cuda = initialised_cuda(torch)
+        on_device = cuda is not None
+        seen = set()
+
+        def size(tensor):
+            if tensor is None or bool(getattr(tensor, "is_cuda", False)) != on_device:
+                return 0
+            try:
+                storage = tensor.untyped_storage()
+                key = storage.data_ptr()
+                if key in seen or key == 0:
+                    return 0
+                seen.add(key)
+                return int(storage.nbytes())
+            except Exception:
+                return 0
+
+        alive = []
+        for key, ref in list(self.parameters.items()):
+            param = ref()
+            if param is None:
+                self.parameters.pop(key, None)
+            else:
+                alive.append(param)
+        optimizers = []
+        for key, ref in list(self.optimizers.items()):
+            optimizer = ref()
+            if optimizer is None:
+                self.optimizers.pop(key, None)
+            else:
+                optimizers.append(optimizer)
+                # Tensors an optimizer trains without a module (raw leaf tensors) are parameters.
+                for group in list(optimizer.param_groups):
+                    alive.extend(group.get("params", ()))
+        parameters = sum(size(param) for param in alive)
+        gradients = sum(size(getattr(param, "grad", None)) for param in alive)
+        by_class = {}
+        tensor_type = torch.Tensor
+        for optimizer in optimizers:
+            held = 0
+            for state in list(optimizer.state.values()):
+                for value in list(state.values()) if isinstance(state, dict) else ():
+                    if isinstance(value, tensor_type):
+                        held += size(value)
+            name = type(optimizer).__name__
+            by_class[name] = by_class.get(name, 0) + held
+        event = {
+            "ev": "budget", "t": wall_clock(), "at": at, "device": on_device,
+            "parameters": parameters, "gradients": gradients,
+            "optimizers": [{"class": name, "bytes": held} for name, held in sorted(by_class.items())],
+        }
+        if on_device:
+            stats = AllocatorStats.device(torch, cuda, 0)
+            event["allocated"] = pick(stats, "allocated_bytes", "all", "current")
+            event["reserved"] = pick(stats, "reserved_bytes", "all", "current")
+        return event
+
+    def at_peak(self, sample):
+        """Whether a sample is a new peak worth a budget: 5% and 8 MiB above the last one's."""
+        allocated = sample.get("allocated")
+        if not allocated or allocated < self.last_allocated * 1.05 + (8 << 20):
+            return False
+        self.last_allocated = allocated
+        return True
+
+
+BUDGET = Budget()
 
 
 class Sampler(threading.Thread):
@@ -406,6 +561,19 @@ class Sampler(threading.Thread):
                 self.emitter.error(describe_failure("reading the allocator for a sample", exc))
                 event = {"ev": "sample", "t": wall_clock(), "rss": read_rss()}
             self.emitter.emit(event)  # also writes the hits batched since the last sample
+            if BUDGET.at_peak(event):
+                emit_budget(self.emitter, "peak")
+
+
+def emit_budget(emitter, at):
+    """Emits the memory budget now, if torch is loaded; a failure costs the budget only."""
+    torch = loaded_torch()
+    if torch is None:
+        return
+    try:
+        emitter.emit(BUDGET.event(torch, at))
+    except Exception as exc:
+        emitter.error(describe_failure("reading the memory budget", exc))
 
 
 class ForkWarning:
@@ -1126,6 +1294,7 @@ class Probe:
             self.left -= 1
             if self.left == 0 and not self.completed:
                 self.completed = True
+                emit_budget(self.emitter, "complete")
                 self.emitter.emit({"ev": "complete", "t": wall_clock()})
         if not state.active and not state.pend and self.backend is not None:
             self.backend.disable(state.code)
@@ -1663,6 +1832,7 @@ def run(plan):
         except Exception:
             pass
         sampler.halt.set()
+        emit_budget(emitter, "exit")
         # A last sample: the run's peaks include what happened since the previous one (an
         # allocation burst that ended in an out-of-memory error takes less than a period).
         try:
@@ -1689,8 +1859,10 @@ def run(plan):
     atexit.register(at_exit)
 
     cap = plan.get("max_memory")
+    on_import = [BUDGET.install]
     if isinstance(cap, int) and cap > 0:
-        cap_device_memory(emitter, cap)
+        on_import.append(lambda torch: cap_device_memory(emitter, torch, cap))
+    TorchImport(emitter, on_import).install()
     module = main_module(path)
     sys.modules["__main__"] = module
     emit_start(mechanism, armed, unarmed)
@@ -1713,6 +1885,7 @@ def run(plan):
                 emitter.emit(out_of_memory_event(exc))
             except Exception as failure:
                 emitter.error(describe_failure("reading the out-of-memory error", failure))
+            emit_budget(emitter, "out_of_memory")
         outcome.traceback = report_exception(exc)
         outcome.status = 1
     finally:

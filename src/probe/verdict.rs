@@ -1336,12 +1336,9 @@ fn projection(class: Class, m: &Measures, context: &Context) -> Option<String> {
                     )
                 }
             })?;
-            // The host memory those nodes hold: reported when the slope clears its own noise,
-            // even under the floor that host growth alone would need.
-            if let Some(host) = m
-                .host
-                .filter(|h| h.slope.per_hit > 0.0 && h.significant(0.0))
-            {
+            // The host memory those nodes hold, when its growth cleared the floor: the evidence
+            // calls a slope under it noise, and the projection must not project noise.
+            if let Some(host) = m.host.filter(|_| m.host_grows) {
                 let slope = host.slope.per_hit;
                 text.push_str(&format!(
                     "; {} +{} per step → {}",
@@ -1451,7 +1448,13 @@ pub fn summarize(
         suggest_expandable_segments: retries > 0 || fragmented,
         notes: Vec::new(),
     };
-    summary.notes = notes(&summary, reserved_at_peak, retries, samples.is_empty());
+    summary.notes = notes(
+        &summary,
+        reserved_at_peak,
+        retries,
+        fragmented,
+        samples.is_empty(),
+    );
     summary
 }
 
@@ -1465,6 +1468,7 @@ fn notes(
     summary: &RunSummary,
     reserved_at_peak: Option<u64>,
     retries: u64,
+    fragmented: bool,
     no_samples: bool,
 ) -> Vec<String> {
     let mut notes = Vec::new();
@@ -1472,21 +1476,28 @@ fn notes(
         notes.push("no memory counters were sampled (torch was never loaded, or the run was shorter than one sample)".to_owned());
     }
     if let (Some(allocated), Some(reserved)) = (summary.peak_allocated, summary.peak_reserved) {
-        let mut line = format!(
+        notes.push(format!(
             "peak allocated {}, peak reserved {}",
             fmt_bytes(allocated as f64),
             fmt_bytes(reserved as f64)
-        );
+        ));
         if let (Some(free), Some(at_peak)) =
             (summary.fragmentation, reserved_at_peak.filter(|&r| r > 0))
         {
-            line.push_str(&format!(
-                "; {} cached but free at the reserved peak ({:.0}% of reserved)",
+            let share = format!(
+                "{} of the {} reserved at its peak was cached but free ({:.0}%)",
                 fmt_bytes(free as f64),
+                fmt_bytes(at_peak as f64),
                 100.0 * free as f64 / at_peak as f64
-            ));
+            );
+            notes.push(if fragmented {
+                format!(
+                    "fragmentation: {share}, in blocks the requests could not reuse; empty_cache() would only hand them back to the driver, to be reserved again"
+                )
+            } else {
+                format!("not fragmentation: {share}; tensors hold the rest")
+            });
         }
-        notes.push(line);
     }
     if let Some(used) = summary.device_peak_used {
         notes.push(format!(
@@ -2580,7 +2591,11 @@ mod tests {
         );
         assert_eq!(
             summary.notes[0],
-            "peak allocated 12.0 GiB, peak reserved 14.0 GiB; 2.0 GiB cached but free at the reserved peak (14% of reserved)"
+            "peak allocated 12.0 GiB, peak reserved 14.0 GiB"
+        );
+        assert_eq!(
+            summary.notes[1],
+            "not fragmentation: 2.0 GiB of the 14.0 GiB reserved at its peak was cached but free (14%); tensors hold the rest"
         );
         assert!(has(
             &summary.notes,
@@ -2597,6 +2612,11 @@ mod tests {
             suggest(&[sample(0.0, 10 * GIB, 20 * GIB)]),
             "half the cache unusable"
         );
+        let fragmented = summarize(&[sample(0.0, 10 * GIB, 20 * GIB)], &[], None);
+        assert!(has(
+            &fragmented.notes,
+            "fragmentation: 10.0 GiB of the 20.0 GiB reserved at its peak was cached but free (50%), in blocks the requests could not reuse"
+        ));
         assert!(
             !suggest(&[sample(0.0, 200 * MIB, GIB)]),
             "a large share, but under 1 GiB"
@@ -2677,6 +2697,25 @@ mod tests {
         assert_eq!(
             verdict.projection.as_deref(),
             Some("+1.0 MiB per step → 9.8 GiB after 10,000 steps; 139 GiB free")
+        );
+    }
+
+    #[test]
+    fn host_growth_under_the_floor_is_not_projected() {
+        // Seen on the CPU: "host RSS ... +235 KiB per hit (±19.4 KiB), under the 256 KiB per
+        // hit floor" in the evidence, and "host RSS +235 KiB per step → 2.2 GiB" projected.
+        let nodes: Vec<u64> = (0..30u64).map(|i| 46 + 7 * i).collect();
+        let rss: Vec<u64> = (0..30u64).map(|i| 600 * MIB + i * 235 * 1024).collect();
+        let verdict = Stream::new(30)
+            .grad_fn(true)
+            .nodes(&nodes)
+            .rss(&rss)
+            .judge("TL102", &cpu_context());
+        assert_eq!(verdict.class, Class::GrowsHostGraph, "{verdict:#?}");
+        assert!(has(&verdict.evidence, "under the 256 KiB per hit floor"));
+        assert_eq!(
+            verdict.projection.as_deref(),
+            Some("+7 autograd nodes per step → 70,000 nodes after 10,000 steps")
         );
     }
 
