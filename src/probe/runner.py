@@ -1289,12 +1289,16 @@ class Probe:
             event["values"] = self.read_values(target, frame, measured)
         frame = None
         event["t"] = wall_clock()
+        last = pending.n >= self.hits and self.left == 1 and not self.completed
+        if last:
+            # Before the hit that completes the run: torchlint may stop the script as soon as
+            # it has every line's hits, and the budget must be in by then.
+            emit_budget(self.emitter, "complete")
         self.emitter.emit(event, urgent=False)
         if pending.n >= self.hits:
             self.left -= 1
             if self.left == 0 and not self.completed:
                 self.completed = True
-                emit_budget(self.emitter, "complete")
                 self.emitter.emit({"ev": "complete", "t": wall_clock()})
         if not state.active and not state.pend and self.backend is not None:
             self.backend.disable(state.code)
