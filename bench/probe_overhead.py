@@ -8,7 +8,10 @@ set above the step count so that every step is observed (the worst case: by defa
 stops observing a line after 30 hits).
 
 Usage: python3 bench/probe_overhead.py --torchlint target/release/torchlint [--python PY]
-       [--steps 600] [--rounds 3]
+       [--steps 600] [--rounds 3] [--attribute]
+
+--attribute probes with `--attribute` as well (allocation stacks recorded on every
+allocation, a snapshot at each new peak), a third column beside the default mode.
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ def main() -> int:
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--steps", type=int, default=600)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--attribute", action="store_true", help="also time `probe --attribute`")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as scratch:
@@ -79,14 +83,19 @@ def main() -> int:
             "--hits", str(args.steps * 10), "--timeout", "590", "--watch", f"TL102:{line}",
             "--output-format", "json", "--", str(args.steps),
         ]
+        attribute_cmd = probe_cmd[:3] + ["--attribute"] + probe_cmd[3:]
         env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
-        plain, probed = [], []
+        plain, probed, attributed = [], [], []
+        modes = [(plain, plain_cmd), (probed, probe_cmd)]
+        if args.attribute:
+            modes.append((attributed, attribute_cmd))
         for round_no in range(1, args.rounds + 1):
-            # Alternate, so that drift in the machine's state hits both modes alike.
-            for runs, cmd in ((plain, plain_cmd), (probed, probe_cmd)):
+            # Alternate, so that drift in the machine's state hits every mode alike.
+            for runs, cmd in modes:
                 done = subprocess.run(cmd, cwd=scratch, capture_output=True, text=True, env=env)
                 runs.append(step_ms(done.stdout + done.stderr))
-            print(f"round {round_no}/{args.rounds}: plain {plain[-1]:.3f} ms/step, probe {probed[-1]:.3f} ms/step")
+            extra = f", --attribute {attributed[-1]:.3f} ms/step" if attributed else ""
+            print(f"round {round_no}/{args.rounds}: plain {plain[-1]:.3f} ms/step, probe {probed[-1]:.3f} ms/step{extra}")
 
     plain_med, probe_med = statistics.median(plain), statistics.median(probed)
     ratio = probe_med / plain_med
@@ -95,6 +104,9 @@ def main() -> int:
     print(f"probe cost per observed step: {1000 * (probe_med - plain_med):+.1f} us")
     verdict = "PASS" if ratio <= TARGET else "FAIL"
     print(f"target: probe <= {TARGET}x plain: {verdict} ({ratio:.3f}x)")
+    if attributed:
+        attributed_med = statistics.median(attributed)
+        print(f"probe --attribute: {attributed_med:.3f} ms/step, {attributed_med / plain_med:.3f}x plain (no target)")
     return 0
 
 

@@ -76,6 +76,9 @@ def main():
           (oom.get("fragmentation") or "").startswith("not fragmentation"), oom.get("fragmentation"))
     check("eval_without_no_grad", "activations hold the memory",
           largest_part(oom.get("budget")) == "activations and other tensors", oom.get("budget"))
+    held = [line["place"] for line in oom.get("held_by", [])]
+    check("eval_without_no_grad", "held at the error by the evaluation line",
+          held[:1] == ["eval_without_no_grad.py:26"], held)
 
     # 2. losses.append(loss): each step's graph kept.
     report, _ = probe(args, "losses_append.py", [])
@@ -83,11 +86,15 @@ def main():
     check("losses_append", "TL102:17 confirmed", found.get("status") == "confirmed", found.get("summary"))
 
     # 3. Per-batch features kept on the GPU.
-    report, _ = probe(args, "features_list.py", [])
+    report, _ = probe(args, "features_list.py", ["--attribute", "--until-exit"])
     found = verdict(report, "TL104", 13)
     check("features_list", "TL104:13 confirmed, grows on the GPU",
           found.get("status") == "confirmed" and found.get("class") == "grows-gpu",
           (found.get("class"), found.get("summary")))
+    attributed = report.get("attribution") or {}
+    growing = [(line["place"], line["findings"]) for line in attributed.get("growing", [])]
+    check("features_list", "--attribute: line 13 grows, with its finding",
+          growing[:1] == [("features_list.py:13", ["TL104"])], growing)
 
     # 4. AdamW against SGD with momentum: the budget shows twice the optimizer state.
     states = {}
@@ -121,6 +128,9 @@ def main():
           (oom.get("fragmentation") or "").startswith("not fragmentation"), oom.get("fragmentation"))
     check("too_big_batch", "activations hold the memory",
           largest_part(oom.get("budget")) == "activations and other tensors", oom.get("budget"))
+    held = [line["place"] for line in oom.get("held_by", [])]
+    check("too_big_batch", "held at the error by the forward's line",
+          held[:1] == ["too_big_batch.py:12"], held)
     confirmed = [f["code"] for f in report.get("findings", []) if f["verdict"]["status"] == "confirmed"]
     check("too_big_batch", "no leak confirmed", not confirmed, confirmed)
 

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use torchlint::probe::attribution::{Attributed, Growing, Held};
 use torchlint::probe::budget::Split;
 use torchlint::probe::events::{Budget, DeviceSample, Exit, Hit, OptimizerState, Sample, Value};
 use torchlint::probe::html;
@@ -118,6 +119,23 @@ fn gpu_report() -> ProbeReport {
         footprint: Footprint { device: Some(0), host_peak_rss: Some(12 * MIB) },
         cpu_mode_reason: None,
         max_memory: None,
+        attribution: Some(Attributed {
+            at_peak: vec![Held {
+                place: "train.py:42".to_owned(),
+                bytes: 6 * GIB,
+                share: 0.5,
+                findings: vec!["TL102".to_owned()],
+            }],
+            growing: vec![Growing {
+                place: "data<x>.py:7".to_owned(),
+                first: 10 * MIB,
+                last: 900 * MIB,
+                rising: 5,
+                snapshots: 6,
+                findings: Vec::new(),
+            }],
+            snapshots: 6,
+        }),
         budget: Some(Split::of(Budget {
             at: "peak".to_owned(),
             device: true,
@@ -195,6 +213,14 @@ fn page_is_self_contained_and_escapes_the_run_text() {
     );
     assert!(page.contains("<tr><th>optimizer state (AdamW&lt;x&gt;)</th><td>4.0 GiB</td></tr>"));
     assert!(page.contains("<tr><th>activations and other tensors</th><td>4.0 GiB</td></tr>"));
+    assert!(
+        page.contains("<tr><td><code>train.py:42     6.0 GiB    50%  TL102</code></td></tr>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("<code>data&lt;x&gt;.py:7  10.0 MiB → 900 MiB, rising in 5 of 5 snapshots  unflagged growth</code>"),
+        "{page}"
+    );
     assert!(page.contains("warning: line 99 not watched"));
     assert_eq!(page.matches("<tr class=\"verdict\">").count(), 3);
     assert_eq!(

@@ -43,6 +43,11 @@ pub struct ProbeArgs {
     /// fill a large card runs out of memory within the probe's run, with the post-mortem.
     #[arg(long, value_name = "GIB")]
     pub max_memory: Option<f64>,
+    /// Record the stack of every live device allocation and report the lines holding the most
+    /// memory at the peak (and at an out-of-memory error), and the lines whose memory grows;
+    /// on with --max-memory.
+    #[arg(long)]
+    pub attribute: bool,
     /// Steps to project growth over ("+1.0 MiB per step -> 9.8 GiB after 10,000 steps").
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     pub steps: u64,
@@ -127,6 +132,8 @@ pub fn run(args: ProbeArgs) -> u8 {
         max_memory: args
             .max_memory
             .map(|gib| (gib * (1u64 << 30) as f64) as u64),
+        // A cap asks for the out-of-memory error: its post-mortem names the lines holding it.
+        attribute: args.attribute || args.max_memory.is_some(),
         steps: args.steps,
         settings: Arc::clone(&settings),
         host_settings,

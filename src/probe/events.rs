@@ -22,6 +22,8 @@ pub enum Event {
     OutOfMemory(OutOfMemory),
     /// What the script's parameters, gradients and optimizer state held at one moment.
     Budget(Budget),
+    /// `--attribute`: the live device memory by the line of the user's code that allocated it.
+    Attribution(Attribution),
     /// The script finished: its exit status and, for an uncaught exception, the traceback.
     Exit(Exit),
     /// Something in the runner itself went wrong (not the script).
@@ -49,6 +51,28 @@ pub struct Budget {
     pub allocated: Option<u64>,
     #[serde(default)]
     pub reserved: Option<u64>,
+}
+
+/// The live device memory of one moment by the line that allocated it (`--attribute`), read
+/// with the same timing as a [`Budget`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Attribution {
+    pub t: f64,
+    /// As [`Budget::at`].
+    pub at: String,
+    /// Every live block's bytes.
+    pub total: u64,
+    /// The lines holding the most, the most first (`file` empty: outside the user's code).
+    pub lines: Vec<AllocatedAt>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AllocatedAt {
+    /// The real path of the file; empty for memory allocated outside the user's code.
+    pub file: String,
+    pub line: usize,
+    pub bytes: u64,
+    pub blocks: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

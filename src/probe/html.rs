@@ -721,6 +721,27 @@ fn run_summary(page: &mut String, report: &ProbeReport) {
         );
     }
     let post_mortem = report.out_of_memory.as_ref();
+    if let Some(post_mortem) = post_mortem.filter(|p| !p.held_by.is_empty()) {
+        lines_table(
+            page,
+            "held at the out-of-memory error, by the line that allocated it",
+            &super::render::held_lines(&post_mortem.held_by),
+        );
+    }
+    if let Some(attributed) = &report.attribution {
+        lines_table(
+            page,
+            "held at the peak, by the line that allocated it",
+            &super::render::held_lines(&attributed.at_peak),
+        );
+        if !attributed.growing.is_empty() {
+            lines_table(
+                page,
+                "growing from snapshot to snapshot",
+                &super::render::growing_lines(&attributed.growing),
+            );
+        }
+    }
     for split in [
         post_mortem.and_then(|p| p.budget.as_ref()),
         report.budget.as_ref(),
@@ -730,6 +751,19 @@ fn run_summary(page: &mut String, report: &ProbeReport) {
     {
         budget_table(page, split);
     }
+}
+
+/// Lines of the user's code as rows of preformatted text under a caption.
+fn lines_table(page: &mut String, caption: &str, rows: &[String]) {
+    let _ = writeln!(
+        page,
+        "<table class=\"lines\"><caption>{}</caption>",
+        escape(caption)
+    );
+    for row in rows {
+        let _ = writeln!(page, "<tr><td><code>{}</code></td></tr>", escape(row));
+    }
+    page.push_str("</table>\n");
 }
 
 /// A budget: its heading, then a row per part with its bytes and share.

@@ -9,6 +9,7 @@
 //! `verdict` turns each line's hits into confirmed / not reproduced / not reached;
 //! the `report` is printed (`render`) and optionally written as one HTML page (`html`).
 
+pub mod attribution;
 pub mod budget;
 mod device;
 pub mod events;
@@ -64,6 +65,8 @@ pub struct Options {
     pub until_exit: bool,
     /// `--max-memory`, in bytes: the cap the runner sets on the script's allocator.
     pub max_memory: Option<u64>,
+    /// Attribute live device memory to the lines that allocated it.
+    pub attribute: bool,
     pub steps: u64,
     pub settings: Arc<Settings>,
     /// The same settings for a run without a GPU ([`crate::settings::CliOverrides::host_only`]):
@@ -141,6 +144,7 @@ pub fn run(options: &Options) -> Result<Probed, String> {
         cpu_mode_reason: device.as_ref().err().cloned(),
         max_memory: options.max_memory,
         budget: None,
+        attribution: None,
         findings: Vec::new(),
         unwatched: unwatched.iter().map(|d| finding_ref(&source, d)).collect(),
         summary: Default::default(),
@@ -177,6 +181,7 @@ pub fn run(options: &Options) -> Result<Probed, String> {
             .as_ref()
             .is_ok_and(|device| device.source != MemorySource::Nvml),
         max_memory: options.max_memory,
+        attribute: options.attribute,
         targets: targets.clone(),
     };
     let folder = tempfile::Builder::new()
@@ -234,6 +239,7 @@ pub fn run(options: &Options) -> Result<Probed, String> {
     let mut reached_start = false;
     let mut out_of_memory = None;
     let mut budgets = Vec::new();
+    let mut attributions = Vec::new();
     for event in outcome.events {
         match event {
             Event::Start(start) => {
@@ -273,6 +279,7 @@ pub fn run(options: &Options) -> Result<Probed, String> {
             Event::Complete { .. } => {}
             Event::OutOfMemory(error) => out_of_memory = Some(error),
             Event::Budget(budget) => budgets.push(budget),
+            Event::Attribution(attribution) => attributions.push(attribution),
             Event::Exit(exit) => report.exit = Some(exit),
             Event::Error { message, .. } => report.runner_errors.push(message),
         }
@@ -322,11 +329,21 @@ pub fn run(options: &Options) -> Result<Probed, String> {
         });
     }
     report.budget = budget::for_run(&budgets);
+    if options.attribute && attributions.is_empty() && reached_start {
+        report.runner_errors.push(
+            "no allocation stacks were read (--attribute): the script never initialised CUDA"
+                .to_owned(),
+        );
+    }
+    let findings_at = attribution::FindingsAt::of(&report, &absolute);
+    report.attribution = attribution::for_run(&attributions, &findings_at);
     // Read once every finding has its verdict: the post-mortem names those on its stack.
     report.out_of_memory = out_of_memory.map(|error| {
+        let held_by = attribution::at_out_of_memory(&attributions, &findings_at);
         post_mortem(
             error,
             budget::at_out_of_memory(&budgets),
+            held_by,
             &absolute,
             &report,
         )
@@ -344,6 +361,7 @@ use device::Device;
 fn post_mortem(
     error: events::OutOfMemory,
     budget: Option<budget::Split>,
+    held_by: Vec<attribution::Held>,
     script: &std::path::Path,
     report: &ProbeReport,
 ) -> report::PostMortem {
@@ -367,6 +385,7 @@ fn post_mortem(
         error,
         findings_on_stack,
         budget,
+        held_by,
     }
 }
 

@@ -24,6 +24,9 @@ pub struct Plan {
     /// `--max-memory`: the most the script's allocator may hold on the watched device, in bytes.
     #[serde(default)]
     pub max_memory: Option<u64>,
+    /// Record the stack of every live device allocation (`--attribute`, or `--max-memory`).
+    #[serde(default)]
+    pub attribute: bool,
     pub targets: Vec<Target>,
 }
 

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use codespan_reporting::diagnostic::Severity;
 
 use super::Probed;
+use super::attribution::{Growing, Held};
 use super::budget::Split;
 use super::report::{DeviceInfo, PostMortem, ProbeReport};
 use super::verdict::{Status, fmt_bytes};
@@ -131,12 +132,35 @@ fn write_run(report: &ProbeReport, out: &mut dyn Write) -> io::Result<()> {
         if let Some(split) = &post_mortem.budget {
             write_budget(out, split, "    ")?;
         }
+        if !post_mortem.held_by.is_empty() {
+            writeln!(out, "    held at the error, by the line that allocated it:")?;
+            for line in held_lines(&post_mortem.held_by) {
+                writeln!(out, "      {line}")?;
+            }
+        }
     }
     for note in &report.summary.notes {
         writeln!(out, "  {note}")?;
     }
     if let Some(split) = &report.budget {
         write_budget(out, split, "  ")?;
+    }
+    if let Some(attributed) = &report.attribution {
+        writeln!(
+            out,
+            "  held at the peak, by the line that allocated it ({} snapshot{}):",
+            attributed.snapshots,
+            if attributed.snapshots == 1 { "" } else { "s" }
+        )?;
+        for line in held_lines(&attributed.at_peak) {
+            writeln!(out, "    {line}")?;
+        }
+        if !attributed.growing.is_empty() {
+            writeln!(out, "  growing from snapshot to snapshot:")?;
+            for line in growing_lines(&attributed.growing) {
+                writeln!(out, "    {line}")?;
+            }
+        }
     }
     if report.summary.suggest_expandable_segments {
         writeln!(
@@ -316,6 +340,47 @@ pub(super) fn post_mortem_lines(post_mortem: &PostMortem) -> Vec<String> {
         lines.push(verdict.clone());
     }
     lines
+}
+
+/// One row per line holding memory: where, bytes, share, the findings there.
+pub(super) fn held_lines(held: &[Held]) -> Vec<String> {
+    let width = held.iter().map(|h| h.place.len()).max().unwrap_or(0);
+    held.iter()
+        .map(|h| {
+            format!(
+                "{:<width$}  {:>10}  {:>4.0}%  {}",
+                h.place,
+                fmt_bytes(h.bytes as f64),
+                100.0 * h.share,
+                h.findings.join(", ")
+            )
+            .trim_end()
+            .to_owned()
+        })
+        .collect()
+}
+
+/// One row per growing line; one without a finding says so.
+pub(super) fn growing_lines(growing: &[Growing]) -> Vec<String> {
+    let width = growing.iter().map(|g| g.place.len()).max().unwrap_or(0);
+    growing
+        .iter()
+        .map(|g| {
+            let findings = if g.findings.is_empty() {
+                "unflagged growth".to_owned()
+            } else {
+                g.findings.join(", ")
+            };
+            format!(
+                "{:<width$}  {} → {}, rising in {} of {} snapshots  {findings}",
+                g.place,
+                fmt_bytes(g.first as f64),
+                fmt_bytes(g.last as f64),
+                g.rising,
+                g.snapshots - 1
+            )
+        })
+        .collect()
 }
 
 /// A budget table under a heading at `indent`, its rows two spaces further in.

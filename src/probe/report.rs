@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 
+use super::attribution::{Attributed, Held};
 use super::budget::Split;
 use super::events::{DeviceSample, Exit, Hit, OutOfMemory, Sample};
 use super::verdict::{RunSummary, Verdict};
@@ -31,6 +32,8 @@ pub struct ProbeReport {
     pub summary: RunSummary,
     /// How the memory split at the run's peak: parameters, gradients, optimizer state, the rest.
     pub budget: Option<Split>,
+    /// `--attribute`: the lines holding the memory at the peak, and those whose memory grew.
+    pub attribution: Option<Attributed>,
     pub stop: Stop,
     /// The script's own exit status and traceback, when it ended by itself.
     pub exit: Option<Exit>,
@@ -156,4 +159,6 @@ pub struct PostMortem {
     pub fragmentation: Option<String>,
     /// How the device memory split at that moment.
     pub budget: Option<Split>,
+    /// The lines holding the memory at that moment (`--attribute` or `--max-memory`).
+    pub held_by: Vec<Held>,
 }

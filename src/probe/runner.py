@@ -37,6 +37,7 @@ import types
 
 PY = sys.version_info[:2]
 RUNNER_GLOBALS = globals()
+RUNNER_FILE = os.path.realpath(__file__)
 SELF = sys.modules.get(__name__)  # keeps this module (and its globals) alive once replaced
 
 SAMPLE_PERIOD = 0.1  # seconds between `sample` events
@@ -540,6 +541,62 @@ class Budget:
 
 BUDGET = Budget()
 
+ATTRIBUTED_LINES = 30  # lines of the user's code per snapshot, the most bytes first
+
+
+class Attribution:
+    """`--attribute`: which lines of the user's code allocated the memory that is live. The
+    allocator keeps the Python stack of every live allocation
+    (`torch.cuda.memory._record_memory_history` with state only: no history of frees, about
+    2 us per allocation), started when the script initialises CUDA; a snapshot at each budget
+    (a new peak, the end, an out-of-memory error) sums the live blocks by the innermost frame in
+    the user's code."""
+
+    def __init__(self):
+        self.enabled = False
+
+    def install(self, emitter, torch):
+        def record():
+            try:
+                torch.cuda.memory._record_memory_history(
+                    enabled="state", context="state", stacks="python")
+            except Exception as exc:
+                emitter.error(describe_failure("cannot record allocation stacks (--attribute)", exc))
+
+        torch.cuda._lazy_call(record)
+
+    def event(self, torch, at):
+        snapshot = torch.cuda.memory._snapshot()
+        held = {}
+        total = 0
+        for segment in snapshot.get("segments", ()):
+            for block in segment.get("blocks", ()):
+                if block.get("state") != "active_allocated":
+                    continue
+                size = int(block.get("size", 0))
+                total += size
+                where = ("", 0)  # allocated outside the user's code (or no stack recorded)
+                for frame in block.get("frames") or ():
+                    real = UserCode.real_path(frame.get("filename", ""))
+                    if real is not None:
+                        where = (real, int(frame.get("line", 0)))
+                        break
+                entry = held.get(where)
+                if entry is None:
+                    held[where] = [size, 1]
+                else:
+                    entry[0] += size
+                    entry[1] += 1
+        lines = sorted(held.items(), key=lambda item: -item[1][0])[:ATTRIBUTED_LINES]
+        return {
+            "ev": "attribution", "t": wall_clock(), "at": at, "total": total,
+            "lines": [{"file": path, "line": line, "bytes": size, "blocks": blocks}
+                      for (path, line), (size, blocks) in lines],
+        }
+
+
+ATTRIBUTION = Attribution()
+
 
 class Sampler(threading.Thread):
     """Emits a `sample` every 0.1 s: the timeline between hits (a daemon: never keeps the
@@ -574,6 +631,11 @@ def emit_budget(emitter, at):
         emitter.emit(BUDGET.event(torch, at))
     except Exception as exc:
         emitter.error(describe_failure("reading the memory budget", exc))
+    if ATTRIBUTION.enabled and initialised_cuda(torch) is not None:
+        try:
+            emitter.emit(ATTRIBUTION.event(torch, at))
+        except Exception as exc:
+            emitter.error(describe_failure("reading the allocation stacks (--attribute)", exc))
 
 
 class ForkWarning:
@@ -1561,24 +1623,47 @@ def is_out_of_memory(exc):
     return isinstance(exc, RuntimeError) and "out of memory" in str(exc)
 
 
+class UserCode:
+    """Which files are the user's code: not the runner, not the standard library, not an
+    installed package. Decided once per file name (allocation stacks repeat them)."""
+
+    roots = None
+    known = {}
+
+    @classmethod
+    def real_path(cls, path):
+        """The file's real path when it is the user's code, else None."""
+        if path in cls.known:
+            return cls.known[path]
+        if cls.roots is None:
+            import sysconfig
+            roots = set()
+            for name in ("stdlib", "platstdlib", "purelib", "platlib"):
+                try:
+                    roots.add(os.path.realpath(sysconfig.get_paths()[name]))
+                except (KeyError, OSError):
+                    pass
+            cls.roots = roots
+        real = None
+        if path and not path.startswith("<"):
+            candidate = os.path.realpath(path)
+            installed = "site-packages" in candidate or "dist-packages" in candidate
+            if (not installed and candidate != RUNNER_FILE
+                    and not any(candidate.startswith(root + os.sep) for root in cls.roots)):
+                real = candidate
+        cls.known[path] = real
+        return real
+
+
 def user_frames(tb):
     """(file, line) of the frames in the user's code, innermost first: not the runner's, not
     the standard library's, not an installed package's."""
-    import sysconfig
-    library = set()
-    for name in ("stdlib", "platstdlib", "purelib", "platlib"):
-        try:
-            library.add(os.path.realpath(sysconfig.get_paths()[name]))
-        except (KeyError, OSError):
-            pass
     frames = []
     while tb is not None:
         frame = tb.tb_frame
-        path = frame.f_code.co_filename
-        if frame.f_globals is not RUNNER_GLOBALS and not path.startswith("<"):
-            real = os.path.realpath(path)
-            installed = "site-packages" in real or "dist-packages" in real
-            if not installed and not any(real.startswith(root + os.sep) for root in library):
+        if frame.f_globals is not RUNNER_GLOBALS:
+            real = UserCode.real_path(frame.f_code.co_filename)
+            if real is not None:
                 frames.append((real, tb.tb_lineno))
         tb = tb.tb_next
     frames.reverse()
@@ -1864,6 +1949,9 @@ def run(plan):
 
     cap = plan.get("max_memory")
     on_import = [BUDGET.install]
+    if plan.get("attribute"):
+        ATTRIBUTION.enabled = True
+        on_import.append(lambda torch: ATTRIBUTION.install(emitter, torch))
     if isinstance(cap, int) and cap > 0:
         on_import.append(lambda torch: cap_device_memory(emitter, torch, cap))
     TorchImport(emitter, on_import).install()
