@@ -137,6 +137,53 @@ fn probe_confirms_a_kept_graph_on_cpu() {
     assert_eq!(forward["status"], "confirmed", "{forward:#}");
 }
 
+/// Seen on a newcomer's script: one loop's host growth credited to the evaluation forward
+/// (TL101) and to the accumulator beside it (TL102), both projected to gigabytes, though the
+/// forward's own graph is rebuilt every hit.
+#[test]
+fn one_loops_growth_is_counted_at_the_line_that_keeps_it() {
+    let Some(python) = require_torch("one_loops_growth_is_counted_at_the_line_that_keeps_it")
+    else {
+        return;
+    };
+    let project = Project::new();
+    // Batches of 1,024: about 2 MiB of activations kept per hit, well over the host floor.
+    project.write(
+        "eval.py",
+        GRAD_ACCUMULATION
+            .replace("torch.randn(32, 64)", "torch.randn(1024, 64)")
+            .replace("torch.randn(32, 1)", "torch.randn(1024, 1)"),
+    );
+    let run = probe(
+        &project,
+        python.to_str().unwrap(),
+        &["eval.py", "--output-format", "json"],
+    );
+    let report = json(&run);
+    let accumulated = verdict(&report, "TL102", 15);
+    assert_eq!(accumulated["status"], "confirmed", "{accumulated:#}");
+    assert!(
+        accumulated["projection"].as_str().is_some(),
+        "{accumulated:#}"
+    );
+    let forward = verdict(&report, "TL101", 14);
+    assert_eq!(forward["status"], "confirmed", "{forward:#}");
+    // The loop's growth is the accumulator's: the forward costs one batch's activations.
+    assert_eq!(forward["class"], "constant", "{forward:#}");
+    assert!(forward["projection"].is_null(), "{forward:#}");
+    assert!(
+        forward["evidence"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|line| line
+                .as_str()
+                .unwrap()
+                .ends_with("is counted at line 15 (TL102), which keeps what grows")),
+        "{forward:#}"
+    );
+}
+
 /// A script that names CUDA, probed without a GPU: its tensors stay on the CPU, and the
 /// findings say the CPU's memory grows, not the GPU's.
 #[test]

@@ -315,6 +315,7 @@ pub fn run(options: &Options) -> Result<Probed, String> {
         project_steps: options.steps,
         ended_early: report.stop != Stop::Complete,
         flagged_text: String::new(),
+        growth_kept_by: None,
     };
     for ((diagnostic, hits), target) in watched.iter().zip(&hits_by_target).zip(&targets) {
         let context = verdict::Context {
@@ -327,6 +328,35 @@ pub fn run(options: &Options) -> Result<Probed, String> {
             finding: finding_ref(&source, diagnostic),
             verdict: verdict::judge_with_run(diagnostic.code(), &hits, &context, &report.summary),
         });
+    }
+    // One loop's growth, seen by every watched line in it, belongs to the line that keeps
+    // something: an evaluation forward (TL101) whose own graph does not grow is judged again
+    // with the growth counted there.
+    let keeper = report.findings.iter().find(|watched| {
+        matches!(watched.finding.code.as_str(), "TL102" | "TL103" | "TL104")
+            && watched.verdict.status == verdict::Status::Confirmed
+            && watched.verdict.class.grows()
+    });
+    if let Some(keeper) = keeper.map(|k| format!("line {} ({})", k.finding.line, k.finding.code)) {
+        for (index, ((diagnostic, hits), target)) in watched
+            .iter()
+            .zip(&hits_by_target)
+            .zip(&targets)
+            .enumerate()
+        {
+            if diagnostic.code() != "TL101" || !report.findings[index].verdict.class.grows() {
+                continue;
+            }
+            let context = verdict::Context {
+                flagged_text: target.text.clone(),
+                growth_kept_by: Some(keeper.clone()),
+                ..context.clone()
+            };
+            let mut hits: Vec<&Hit> = hits.iter().collect();
+            hits.sort_by_key(|hit| hit.n);
+            report.findings[index].verdict =
+                verdict::judge_with_run("TL101", &hits, &context, &report.summary);
+        }
     }
     report.budget = budget::for_run(&budgets);
     if options.attribute && attributions.is_empty() && reached_start {

@@ -39,6 +39,16 @@ pub enum Class {
     None,
 }
 
+impl Class {
+    /// Memory that grows with every hit, wherever it is.
+    pub fn grows(self) -> bool {
+        matches!(
+            self,
+            Class::GrowsGpu | Class::GrowsHostGraph | Class::GrowsHost
+        )
+    }
+}
+
 /// A least-squares slope of a counter against the hit number.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Slope {
@@ -87,6 +97,9 @@ pub struct Context {
     pub ended_early: bool,
     /// The flagged source text (a call, a statement): what the script itself asked for.
     pub flagged_text: String,
+    /// Another watched line of the run that keeps what grows (`line 15 (TL102)`): the memory a
+    /// loop gains is counted there, not at every line of the loop.
+    pub growth_kept_by: Option<String>,
 }
 
 /// Peak, fragmentation and device-level numbers for the whole run.
@@ -182,7 +195,7 @@ pub fn judge_with_run(code: &str, hits: &[&Hit], context: &Context, run: &RunSum
     }
     let measures = Measures::of(code, hits, context);
     let decision = match code {
-        "TL101" => eval_without_no_grad(hits, &measures),
+        "TL101" => eval_without_no_grad(hits, &measures, context),
         "TL102" => kept_graph(hits, &measures, context, "accumulated value"),
         "TL103" => kept_graph(hits, &measures, context, "stored value"),
         "TL104" => gpu_collection(hits, &measures, context),
@@ -279,7 +292,7 @@ impl Decision {
 // The rules.
 
 /// TL101: grad on at the forward and an output that carries a graph.
-fn eval_without_no_grad(hits: &[&Hit], m: &Measures) -> Decision {
+fn eval_without_no_grad(hits: &[&Hit], m: &Measures, context: &Context) -> Decision {
     let n = hits.len();
     let enabled = count(hits, grad_on);
     let read = count(hits, |hit| hit.grad_enabled.is_some());
@@ -308,10 +321,24 @@ fn eval_without_no_grad(hits: &[&Hit], m: &Measures) -> Decision {
             .with(grad_line)
             .with(output_line);
     }
-    let class = m.class_or(Class::Constant);
     let mut summary = format!(
         "grad enabled and a grad_fn on the output on {holding}/{n} hits: each forward keeps its activations for a backward that never comes"
     );
+    // The forward's own graph is rebuilt every hit; when another line keeps the outputs, the
+    // loop's growth is that line's, and this one costs one forward's activations.
+    if let Some(keeper) = context.growth_kept_by.as_ref().filter(|_| !m.graph_grows) {
+        let kept = match m.growth_phrase() {
+            Some(growth) => format!(
+                "the loop's growth ({growth}) is counted at {keeper}, which keeps what grows"
+            ),
+            None => format!("the loop's growth is counted at {keeper}, which keeps what grows"),
+        };
+        return Decision::confirmed(Class::Constant, summary)
+            .with(grad_line)
+            .with(output_line)
+            .with(kept);
+    }
+    let class = m.class_or(Class::Constant);
     if let Some(growth) = m.growth_phrase() {
         summary = format!("{growth}; {summary}");
     }
@@ -1625,6 +1652,7 @@ mod tests {
             project_steps: 10_000,
             ended_early: false,
             flagged_text: String::new(),
+            growth_kept_by: None,
         }
     }
 
