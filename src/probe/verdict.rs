@@ -214,11 +214,21 @@ pub fn judge_with_run(code: &str, hits: &[&Hit], context: &Context, run: &RunSum
     };
     let mut evidence = decision.evidence;
     evidence.extend(measures.evidence(context.warmup));
+    let mut summary = decision.summary;
+    if decision.status == Status::Confirmed
+        && matches!(code, "TL101" | "TL107")
+        && !measures.counted()
+    {
+        // A constant cost confirmed from the line's values and modes alone (the rules that
+        // measure a cost by other means say it in their summary): the status says so, not
+        // only an evidence line.
+        summary.push_str(" (its cost is not measured here: no memory counter was read at this line after the warm-up)");
+    }
     Verdict {
         status: decision.status,
         class: decision.class,
         hits: hits.len() as u64,
-        summary: decision.summary,
+        summary,
         evidence,
         projection,
         gpu_slope: measures.gpu.map(|series| series.slope),
@@ -1095,6 +1105,11 @@ impl Measures {
         }
     }
 
+    /// Whether any memory counter was read after the warm-up.
+    fn counted(&self) -> bool {
+        self.gpu.is_some() || self.host.is_some() || self.nodes.is_some()
+    }
+
     /// How memory behaved, whatever the rule.
     fn class(&self) -> Class {
         if self.gpu_grows {
@@ -1208,7 +1223,7 @@ impl Measures {
                 spike.at
             ));
         }
-        if self.gpu.is_none() && self.host.is_none() && self.nodes.is_none() {
+        if !self.counted() {
             lines.push("no memory counters were read at this line after the warm-up".to_owned());
         }
         lines
@@ -2725,6 +2740,19 @@ mod tests {
         assert_eq!(
             verdict.projection.as_deref(),
             Some("+1.0 MiB per step → 9.8 GiB after 10,000 steps; 139 GiB free")
+        );
+    }
+
+    #[test]
+    fn a_constant_cost_confirmed_without_counters_says_so_in_its_summary() {
+        let verdict = Stream::new(30).grad_fn(true).judge("TL101", &cpu_context());
+        assert_eq!(verdict.status, Status::Confirmed, "{verdict:?}");
+        assert!(
+            verdict.summary.ends_with(
+                "(its cost is not measured here: no memory counter was read at this line after the warm-up)"
+            ),
+            "{}",
+            verdict.summary
         );
     }
 
