@@ -137,6 +137,29 @@ fn probe_confirms_a_kept_graph_on_cpu() {
     assert_eq!(forward["status"], "confirmed", "{forward:#}");
 }
 
+/// `--hits 5` is too few to fit a growth rate: a growth rule's line is watched until it can be
+/// (the warm-up and 20 measured hits), instead of being judged `likely` early.
+#[test]
+fn a_growth_rule_is_watched_until_its_growth_can_be_measured() {
+    let Some(python) = require_torch("a_growth_rule_is_watched_until_its_growth_can_be_measured")
+    else {
+        return;
+    };
+    let project = Project::new();
+    project.write("eval.py", GRAD_ACCUMULATION);
+    let run = probe(
+        &project,
+        python.to_str().unwrap(),
+        &["eval.py", "--hits", "5", "--output-format", "json"],
+    );
+    let report = json(&run);
+    assert_eq!(report["stop"], "complete", "{report:#}");
+    let accumulated = verdict(&report, "TL102", 15);
+    assert_eq!(accumulated["hits"], 25, "{accumulated:#}");
+    assert_eq!(accumulated["status"], "confirmed", "{accumulated:#}");
+    assert_eq!(verdict(&report, "TL101", 14)["hits"], 5, "{report:#}");
+}
+
 /// Seen on a newcomer's script: one loop's host growth credited to the evaluation forward
 /// (TL101) and to the accumulator beside it (TL102), both projected to gigabytes, though the
 /// forward's own graph is rebuilt every hit.

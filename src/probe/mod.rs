@@ -167,7 +167,7 @@ pub fn run(options: &Options) -> Result<Probed, String> {
     let targets: Vec<Target> = watched
         .iter()
         .enumerate()
-        .map(|(id, diagnostic)| target(id, &source, diagnostic))
+        .map(|(id, diagnostic)| target(id, &source, diagnostic, options.hits))
         .collect();
     let plan = Plan {
         script: absolute.display().to_string(),
@@ -205,7 +205,7 @@ pub fn run(options: &Options) -> Result<Probed, String> {
         visible_devices: options.gpu.map(visible_device),
         timeout: options.timeout,
         until_exit: options.until_exit,
-        hits: options.hits,
+        hits: targets.iter().map(|target| target.hits).collect(),
         labels: targets
             .iter()
             .map(|target| format!("{}:{}", target.code, target.line))
@@ -478,16 +478,25 @@ fn finding_ref(source: &SourceFile, diagnostic: &Diagnostic) -> FindingRef {
     }
 }
 
-fn target(id: usize, source: &SourceFile, diagnostic: &Diagnostic) -> Target {
+fn target(id: usize, source: &SourceFile, diagnostic: &Diagnostic, hits: u64) -> Target {
     let start = source.location(diagnostic.range.start);
     let end = source.location(diagnostic.range.end);
+    let code = diagnostic.rule.code.clone();
+    // A growth rule is confirmed only by growth measured at its line: with fewer hits than a
+    // growth fit needs, the probe would judge it before it could see it (`likely`).
+    let hits = if verdict::GROWTH_RULES.contains(&code.as_str()) {
+        hits.max(WARMUP_HITS + verdict::MIN_GROWTH_HITS as u64)
+    } else {
+        hits
+    };
     Target {
         id,
-        code: diagnostic.rule.code.clone(),
+        code,
         line: start.row,
         column: start.column,
         end_line: end.row,
         text: source.text()[diagnostic.range.clone()].to_owned(),
+        hits,
     }
 }
 

@@ -42,4 +42,8 @@ pub struct Target {
     pub end_line: usize,
     /// The flagged source text (the span), for the runner to find the stored value.
     pub text: String,
+    /// Hits to observe at this line (0: the plan's `hits`). A growth rule's line is watched
+    /// until its growth can be measured, whatever `--hits` asked.
+    #[serde(default)]
+    pub hits: u64,
 }

@@ -1114,7 +1114,7 @@ class Target:
     """One watched finding: its trigger line, what to read there, and its hits so far."""
 
     __slots__ = ("id", "rule", "line", "lo", "hi", "exprs", "want_pinned", "want_allocs",
-                 "anomaly_after", "walk", "n", "done", "pending", "states", "exits")
+                 "anomaly_after", "walk", "n", "done", "pending", "states", "exits", "hits")
 
     def __init__(self, ident, rule, stmt, texts):
         self.id = ident
@@ -1128,6 +1128,7 @@ class Target:
         self.want_allocs = rule == "TL201"
         self.anomaly_after = rule == "TL202"  # the line switches it on: read it afterwards
         self.walk = rule == "TL108"
+        self.hits = 0  # hits wanted; set from the plan (a growth rule may want more)
         self.n = 0
         self.done = False
         self.pending = None
@@ -1173,6 +1174,7 @@ def plan_targets(plan_targets_json, source, path, top):
                 unarmed.append({"target": ident, "why": why})
                 continue
             target = Target(ident, str(raw.get("code") or ""), stmt, value_texts(stmt))
+            target.hits = number(raw.get("hits"), 0)
         except Exception as exc:
             unarmed.append({"target": ident, "why": describe_failure("cannot map the line", exc)})
             continue
@@ -1291,7 +1293,7 @@ class Probe:
                     self.emitter.error(describe_failure("reading torch's grad modes", exc))
             target.pending = pending
             state.pend.append(pending)
-            if target.n >= self.hits:
+            if target.n >= (target.hits or self.hits):
                 self.stop_hits(target)
             pending.t0 = perf_counter()
 
@@ -1351,13 +1353,14 @@ class Probe:
             event["values"] = self.read_values(target, frame, measured)
         frame = None
         event["t"] = wall_clock()
-        last = pending.n >= self.hits and self.left == 1 and not self.completed
+        wanted = target.hits or self.hits
+        last = pending.n >= wanted and self.left == 1 and not self.completed
         if last:
             # Before the hit that completes the run: torchlint may stop the script as soon as
             # it has every line's hits, and the budget must be in by then.
             emit_budget(self.emitter, "complete")
         self.emitter.emit(event, urgent=False)
-        if pending.n >= self.hits:
+        if pending.n >= wanted:
             self.left -= 1
             if self.left == 0 and not self.completed:
                 self.completed = True

@@ -32,7 +32,8 @@ pub struct Session<'a> {
     /// Keep the script running once every watched line has its hits (`--until-exit`).
     pub until_exit: bool,
     /// Hits wanted per target, and the targets' labels for the progress line.
-    pub hits: u64,
+    /// Hits wanted per watched line, in the order of `labels`.
+    pub hits: Vec<u64>,
     pub labels: Vec<String>,
     pub progress: bool,
     /// Whether the script's stdout goes to our stderr (when ours carries a JSON report).
@@ -131,9 +132,12 @@ impl Session<'_> {
                     let complete = matches!(event, Event::Complete { .. })
                         || armed.as_ref().is_some_and(|armed| {
                             !armed.is_empty()
-                                && armed
-                                    .iter()
-                                    .all(|&t| counts.get(t).is_some_and(|&c| c >= self.hits))
+                                && armed.iter().all(|&t| {
+                                    counts
+                                        .get(t)
+                                        .zip(self.hits.get(t))
+                                        .is_some_and(|(&count, &wanted)| count >= wanted)
+                                })
                         });
                     collected.push(event);
                     // With `--until-exit` the script goes on, watched by the samples alone.
@@ -147,7 +151,7 @@ impl Session<'_> {
                     break Stop::ScriptExited;
                 }
             }
-            progress.show(&self.labels, &counts, self.hits, clock.elapsed());
+            progress.show(&self.labels, &counts, &self.hits, clock.elapsed());
             if INTERRUPTED.load(Ordering::SeqCst) {
                 break Stop::Interrupted;
             }
@@ -239,7 +243,7 @@ impl Progress {
         }
     }
 
-    fn show(&mut self, labels: &[String], counts: &[u64], hits: u64, elapsed: Duration) {
+    fn show(&mut self, labels: &[String], counts: &[u64], hits: &[u64], elapsed: Duration) {
         if !self.enabled
             || self
                 .last
@@ -251,7 +255,8 @@ impl Progress {
         let parts: Vec<String> = labels
             .iter()
             .zip(counts)
-            .map(|(label, count)| format!("{label} {}/{hits}", count.min(&hits)))
+            .zip(hits)
+            .map(|((label, count), hits)| format!("{label} {}/{hits}", count.min(hits)))
             .collect();
         let mut line = format!(
             "probe {:>5.1}s  {}",

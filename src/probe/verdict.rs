@@ -134,6 +134,9 @@ pub struct RunSummary {
 /// significantly > 0 over ≥20 hits"). With fewer, a verdict rests on the predicates alone.
 pub const MIN_GROWTH_HITS: usize = 20;
 
+/// The rules confirmed only by growth measured at their line.
+pub const GROWTH_RULES: [&str; 4] = ["TL102", "TL103", "TL104", "TL109"];
+
 /// Measured points a slope needs to have a standard error at all (n − 2 degrees of freedom).
 const MIN_FIT_POINTS: usize = 3;
 
