@@ -627,13 +627,14 @@ fn probe_budget_tells_adamw_state_from_sgd_momentum() {
         python,
         &["train.py", "--color", "never", "--", "adamw"],
     );
+    // Under the verdicts, as a table of its own.
+    let table = text
+        .stdout
+        .find("\n\nhost memory of the model and optimizer once the watched lines had their hits (CPU mode)\n  parameters ");
+    let verdicts = text.stdout.find("verdict          line");
+    assert!(table.is_some() && verdicts < table, "{}", text.stdout);
     assert!(
-        text.stdout.contains("  host memory of the model and optimizer once the watched lines had their hits (CPU mode)\n    parameters "),
-        "{}",
-        text.stdout
-    );
-    assert!(
-        text.stdout.contains("    optimizer state (AdamW)   "),
+        text.stdout.contains("\n  optimizer state (AdamW)   "),
         "{}",
         text.stdout
     );

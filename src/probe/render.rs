@@ -142,26 +142,6 @@ fn write_run(report: &ProbeReport, out: &mut dyn Write) -> io::Result<()> {
     for note in &report.summary.notes {
         writeln!(out, "  {note}")?;
     }
-    if let Some(split) = &report.budget {
-        write_budget(out, split, "  ")?;
-    }
-    if let Some(attributed) = &report.attribution {
-        writeln!(
-            out,
-            "  held at the peak, by the line that allocated it ({} snapshot{}):",
-            attributed.snapshots,
-            if attributed.snapshots == 1 { "" } else { "s" }
-        )?;
-        for line in held_lines(&attributed.at_peak) {
-            writeln!(out, "    {line}")?;
-        }
-        if !attributed.growing.is_empty() {
-            writeln!(out, "  growing from snapshot to snapshot:")?;
-            for line in growing_lines(&attributed.growing) {
-                writeln!(out, "    {line}")?;
-            }
-        }
-    }
     if report.summary.suggest_expandable_segments {
         writeln!(
             out,
@@ -206,6 +186,7 @@ fn write_table(report: &ProbeReport, out: &mut dyn Write) -> io::Result<()> {
             finding.line, finding.code
         )?;
     }
+    write_memory(report, out)?;
     let confirmed = report
         .findings
         .iter()
@@ -227,6 +208,35 @@ fn write_table(report: &ProbeReport, out: &mut dyn Write) -> io::Result<()> {
         report.findings.len(),
         if report.findings.len() == 1 { "" } else { "s" }
     )
+}
+
+/// Under the verdicts: how the memory split at the run's peak, and the lines holding it.
+fn write_memory(report: &ProbeReport, out: &mut dyn Write) -> io::Result<()> {
+    if report.budget.is_none() && report.attribution.is_none() {
+        return Ok(());
+    }
+    writeln!(out)?;
+    if let Some(split) = &report.budget {
+        write_budget(out, split, "")?;
+    }
+    if let Some(attributed) = &report.attribution {
+        writeln!(
+            out,
+            "held at the peak, by the line that allocated it ({} snapshot{}):",
+            attributed.snapshots,
+            if attributed.snapshots == 1 { "" } else { "s" }
+        )?;
+        for line in held_lines(&attributed.at_peak) {
+            writeln!(out, "  {line}")?;
+        }
+        if !attributed.growing.is_empty() {
+            writeln!(out, "growing from snapshot to snapshot:")?;
+            for line in growing_lines(&attributed.growing) {
+                writeln!(out, "  {line}")?;
+            }
+        }
+    }
+    Ok(())
 }
 
 pub fn render_json(report: &ProbeReport, out: &mut dyn Write) -> io::Result<()> {
