@@ -95,6 +95,9 @@ def main():
     growing = [(line["place"], line["findings"]) for line in attributed.get("growing", [])]
     check("features_list", "--attribute: line 13 grows, with its finding",
           growing[:1] == [("features_list.py:13", ["TL104"])], growing)
+    per_step = (attributed.get("growing") or [{}])[0].get("per_step") or 0
+    check("features_list", "--attribute: 4 MiB per step (256 x 4096 float32)",
+          abs(per_step - (4 << 20)) < (256 << 10), per_step)
 
     # 4. AdamW against SGD with momentum: the budget shows twice the optimizer state.
     states = {}

@@ -767,6 +767,14 @@ fn probe_rejects_a_missing_interpreter_and_bad_options() {
             run.stderr
         );
     }
+    let run = probe(&project, "python3", &["eval.py", "--step-line", "999"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr
+            .contains("--step-line 999: the script has no line 999"),
+        "{}",
+        run.stderr
+    );
     let run = probe(&project, "python3", &["eval.py", "--watch", "TL102:999"]);
     assert_eq!(run.code, 2);
     assert!(

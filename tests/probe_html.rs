@@ -132,6 +132,7 @@ fn gpu_report() -> ProbeReport {
                 last: 900 * MIB,
                 rising: 5,
                 snapshots: 6,
+                per_step: None,
                 findings: Vec::new(),
             }],
             snapshots: 6,

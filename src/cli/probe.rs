@@ -48,6 +48,10 @@ pub struct ProbeArgs {
     /// on with --max-memory.
     #[arg(long)]
     pub attribute: bool,
+    /// The line of the script that starts a training step (a loop's header), for --attribute's
+    /// growth per step [default: the loop a finding names as running once per step].
+    #[arg(long, value_name = "LINE")]
+    pub step_line: Option<usize>,
     /// Steps to project growth over ("+1.0 MiB per step -> 9.8 GiB after 10,000 steps").
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     pub steps: u64,
@@ -134,6 +138,7 @@ pub fn run(args: ProbeArgs) -> u8 {
             .map(|gib| (gib * (1u64 << 30) as f64) as u64),
         // A cap asks for the out-of-memory error: its post-mortem names the lines holding it.
         attribute: args.attribute || args.max_memory.is_some(),
+        step_line: args.step_line,
         steps: args.steps,
         settings: Arc::clone(&settings),
         host_settings,

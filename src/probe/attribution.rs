@@ -33,6 +33,8 @@ pub struct Growing {
     /// Snapshots in which the line held more than in the one before, of `snapshots - 1`.
     pub rising: usize,
     pub snapshots: usize,
+    /// Bytes per training step, when the snapshots were taken at step boundaries.
+    pub per_step: Option<f64>,
     pub findings: Vec<String>,
 }
 
@@ -147,13 +149,29 @@ pub fn at_out_of_memory(snapshots: &[Attribution], findings: &FindingsAt) -> Vec
 
 /// Lines whose live bytes rose from snapshot to snapshot: counted from what was already live,
 /// so a line that allocates the same every step does not grow, whatever its peak. A line
-/// missing from a snapshot held less than the lines it lists.
+/// missing from a snapshot held less than the lines it lists. With snapshots at step
+/// boundaries (the training loop's header), those alone, and growth per step.
 fn growing(snapshots: &[Attribution], findings: &FindingsAt) -> Vec<Growing> {
-    if snapshots.len() < 3 {
+    let steps: Vec<&Attribution> = snapshots
+        .iter()
+        .filter(|snapshot| snapshot.step.is_some())
+        .collect();
+    let mut ordered: Vec<&Attribution> = if steps.len() >= 3 {
+        steps
+    } else {
+        snapshots.iter().collect()
+    };
+    if ordered.len() < 3 {
         return Vec::new();
     }
-    let mut ordered: Vec<&Attribution> = snapshots.iter().collect();
     ordered.sort_by(|a, b| a.t.total_cmp(&b.t));
+    let step_span = match (
+        ordered.first().and_then(|s| s.step),
+        ordered.last().and_then(|s| s.step),
+    ) {
+        (Some(first), Some(last)) if last > first => Some((last - first) as f64),
+        _ => None,
+    };
     let mut series: BTreeMap<(&str, usize), Vec<u64>> = BTreeMap::new();
     for (at, snapshot) in ordered.iter().enumerate() {
         for line in &snapshot.lines {
@@ -178,6 +196,7 @@ fn growing(snapshots: &[Attribution], findings: &FindingsAt) -> Vec<Growing> {
                     last,
                     rising,
                     snapshots: values.len(),
+                    per_step: step_span.map(|span| (last - first) as f64 / span),
                     findings: findings.findings(file, line),
                 },
             )
@@ -206,6 +225,7 @@ mod tests {
         Attribution {
             t,
             at: at.to_owned(),
+            step: None,
             total: lines.iter().map(|(_, _, bytes)| bytes).sum(),
             lines: lines
                 .iter()
@@ -268,8 +288,35 @@ mod tests {
             (found.growing[0].first, found.growing[0].last),
             (50 * MIB, 900 * MIB)
         );
+        assert_eq!(found.growing[0].per_step, None, "no step boundaries");
         let at_error = at_out_of_memory(&snapshots, &findings());
         assert_eq!(at_error[0].place, "train.py:26");
         assert_eq!(at_error[0].share, 1.0);
+    }
+
+    #[test]
+    fn snapshots_at_step_boundaries_give_growth_per_step() {
+        let at_step = |t: f64, step: u64, bytes: u64| Attribution {
+            step: Some(step),
+            ..snapshot(
+                t,
+                "step",
+                &[("/w/train.py", 26, bytes), ("/w/train.py", 9, 400 * MIB)],
+            )
+        };
+        let snapshots = [
+            at_step(1.0, 1, 10 * MIB),
+            at_step(2.0, 2, 20 * MIB),
+            snapshot(2.5, "peak", &[("/w/train.py", 26, 25 * MIB)]),
+            at_step(3.0, 10, 100 * MIB),
+        ];
+        let found = for_run(&snapshots, &findings()).unwrap();
+        assert_eq!(found.growing.len(), 1, "{:?}", found.growing);
+        let growth = &found.growing[0];
+        assert_eq!(
+            (growth.first, growth.last, growth.snapshots),
+            (10 * MIB, 100 * MIB, 3)
+        );
+        assert_eq!(growth.per_step, Some(10.0 * MIB as f64));
     }
 }

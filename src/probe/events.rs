@@ -62,6 +62,9 @@ pub struct Attribution {
     pub at: String,
     /// Every live block's bytes.
     pub total: u64,
+    /// The step that was starting (`at` = `step`), counted from 1.
+    #[serde(default)]
+    pub step: Option<u64>,
     /// The lines holding the most, the most first (`file` empty: outside the user's code).
     pub lines: Vec<AllocatedAt>,
 }

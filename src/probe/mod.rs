@@ -67,6 +67,8 @@ pub struct Options {
     pub max_memory: Option<u64>,
     /// Attribute live device memory to the lines that allocated it.
     pub attribute: bool,
+    /// `--step-line`: the line that starts a training step (else the loop a finding names).
+    pub step_line: Option<usize>,
     pub steps: u64,
     pub settings: Arc<Settings>,
     /// The same settings for a run without a GPU ([`crate::settings::CliOverrides::host_only`]):
@@ -119,6 +121,12 @@ pub fn run(options: &Options) -> Result<Probed, String> {
     let (_tree, outcome) = linter::lint_source(&source, settings)
         .map_err(|skipped| format!("{}: {skipped}", script.display()))?;
     let extra = extra_diagnostics(&source, &options.extra_watches)?;
+    if let Some(line) = options
+        .step_line
+        .filter(|&line| line == 0 || line > source.line_starts().len())
+    {
+        return Err(format!("--step-line {line}: the script has no line {line}"));
+    }
     let (watched, unwatched): (Vec<&Diagnostic>, Vec<&Diagnostic>) = outcome
         .diagnostics
         .iter()
@@ -182,7 +190,24 @@ pub fn run(options: &Options) -> Result<Probed, String> {
             .is_ok_and(|device| device.source != MemorySource::Nvml),
         max_memory: options.max_memory,
         attribute: options.attribute,
-        targets: targets.clone(),
+        targets: {
+            let mut planned = targets.clone();
+            if options.attribute
+                && let Some(line) = options.step_line.or_else(|| step_line(&source, &watched))
+            {
+                // The training loop's header: a step starts each time it runs.
+                planned.push(Target {
+                    id: targets.len(),
+                    code: STEP_RULE.to_owned(),
+                    line,
+                    column: 1,
+                    end_line: line,
+                    text: String::new(),
+                    hits: 0,
+                });
+            }
+            planned
+        },
     };
     let folder = tempfile::Builder::new()
         .prefix("torchlint-probe-")
@@ -248,11 +273,13 @@ pub fn run(options: &Options) -> Result<Probed, String> {
                 report.torch = start.torch;
                 report.mechanism = Some(start.mechanism);
                 for unarmed in start.unarmed {
-                    report.runner_errors.push(format!(
-                        "line {} not watched: {}",
-                        targets.get(unarmed.target).map_or(0, |t| t.line),
-                        unarmed.why
-                    ));
+                    let what = match targets.get(unarmed.target) {
+                        Some(target) => format!("line {}", target.line),
+                        None => "the step line (--attribute)".to_owned(),
+                    };
+                    report
+                        .runner_errors
+                        .push(format!("{what} not watched: {}", unarmed.why));
                 }
             }
             Event::Hit(hit) => {
@@ -476,6 +503,23 @@ fn finding_ref(source: &SourceFile, diagnostic: &Diagnostic) -> FindingRef {
             .map(|fix| fix.message.clone())
             .or_else(|| diagnostic.help.clone()),
     }
+}
+
+/// The plan's code for the step boundary the runner snapshots allocation stacks at.
+const STEP_RULE: &str = "STEP";
+
+/// The header line of the loop a finding names as running once per step or batch (the linter's
+/// "this loop runs ... once per ..." label).
+fn step_line(source: &SourceFile, watched: &[&Diagnostic]) -> Option<usize> {
+    watched
+        .iter()
+        .flat_map(|diagnostic| &diagnostic.labels)
+        .find(|label| {
+            label
+                .message
+                .starts_with(crate::semantic::per_batch::PER_BATCH_LOOP_LABEL)
+        })
+        .map(|label| source.location(label.range.start).row)
 }
 
 fn target(id: usize, source: &SourceFile, diagnostic: &Diagnostic, hits: u64) -> Target {

@@ -10,7 +10,7 @@ use super::Probed;
 use super::attribution::{Growing, Held};
 use super::budget::Split;
 use super::report::{DeviceInfo, PostMortem, ProbeReport};
-use super::verdict::{Status, fmt_bytes};
+use super::verdict::{Status, fmt_bytes, fmt_signed_bytes};
 use crate::diagnostic::FileDiagnostics;
 use crate::render::full;
 
@@ -381,8 +381,12 @@ pub(super) fn growing_lines(growing: &[Growing]) -> Vec<String> {
             } else {
                 g.findings.join(", ")
             };
+            let rate = g
+                .per_step
+                .map(|bytes| format!("{} per step, ", fmt_signed_bytes(bytes)))
+                .unwrap_or_default();
             format!(
-                "{:<width$}  {} → {}, rising in {} of {} snapshots  {findings}",
+                "{:<width$}  {rate}{} → {}, rising in {} of {} snapshots  {findings}",
                 g.place,
                 fmt_bytes(g.first as f64),
                 fmt_bytes(g.last as f64),

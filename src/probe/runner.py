@@ -596,6 +596,8 @@ class Attribution:
 
 
 ATTRIBUTION = Attribution()
+STEP_RULE = "STEP"  # the plan's step target: the training loop's header (`--attribute`)
+STEP_SNAPSHOTS = 40  # snapshots at step boundaries, at most
 
 
 class Sampler(threading.Thread):
@@ -1175,6 +1177,8 @@ def plan_targets(plan_targets_json, source, path, top):
                 continue
             target = Target(ident, str(raw.get("code") or ""), stmt, value_texts(stmt))
             target.hits = number(raw.get("hits"), 0)
+            if target.rule == STEP_RULE:
+                target.exprs = []  # a step boundary reads nothing; it times the snapshots
         except Exception as exc:
             unarmed.append({"target": ident, "why": describe_failure("cannot map the line", exc)})
             continue
@@ -1235,6 +1239,7 @@ class Probe:
         self.backend = None
         self.off = False
         self.completed = False
+        self.step_snapshots = 0
         # 3.12's f_locals is a snapshot dict cached on the frame: it would keep last step's
         # tensors alive; cleared after reading (3.13 has a write-through proxy instead).
         self.clear_snapshots = False
@@ -1267,6 +1272,9 @@ class Probe:
     def hit(self, state, targets, frame):
         """A trigger line starts: count it and read the grad modes now, before it runs."""
         for target in tuple(targets):
+            if target.rule == STEP_RULE:
+                self.step(target)
+                continue
             pending = target.pending
             if pending is not None:
                 if pending.frame is frame:
@@ -1296,6 +1304,24 @@ class Probe:
             if target.n >= (target.hits or self.hits):
                 self.stop_hits(target)
             pending.t0 = perf_counter()
+
+    def step(self, target):
+        """The training loop's header runs: a step starts. Snapshots of the allocation stacks
+        at the first steps and every tenth after, for the lines whose memory grows per step."""
+        target.n += 1
+        n = target.n
+        if self.step_snapshots >= STEP_SNAPSHOTS or not (n <= 10 or n % 10 == 0):
+            return
+        torch = loaded_torch()
+        if torch is None or initialised_cuda(torch) is None:
+            return
+        self.step_snapshots += 1
+        try:
+            event = ATTRIBUTION.event(torch, "step")
+            event["step"] = n
+            self.emitter.emit(event, urgent=False)
+        except Exception as exc:
+            self.emitter.error(describe_failure("reading the allocation stacks (--attribute)", exc))
 
     def stop_hits(self, target):
         """The target has its hits: its line no longer starts new ones."""
@@ -1846,7 +1872,7 @@ def run(plan):
             "python": sys.version.split()[0],
             "torch": installed_torch_version(),
             "mechanism": mechanism,
-            "armed": [target.id for target in armed],
+            "armed": [target.id for target in armed if target.rule != STEP_RULE],
             "unarmed": unarmed,
         })
 
@@ -1885,7 +1911,7 @@ def run(plan):
         why = describe_failure("cannot prepare the watch", exc)
         probe.codes, probe.backend, armed = {}, None, []
         unarmed = [{"target": t.get("id"), "why": why} for t in targets_json]
-    probe.left = len(armed)
+    probe.left = sum(1 for target in armed if target.rule != STEP_RULE)
 
     sampler = Sampler(emitter)
     fork_warning = ForkWarning(sampler)

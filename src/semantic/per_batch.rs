@@ -10,6 +10,10 @@ use crate::parse::{Descend, FIELDS, KINDS, Visit, text, walk};
 use crate::semantic::values::{Kind, is_non_forward_method};
 use crate::source::TextRange;
 
+/// How every label naming a loop that runs once per batch or step begins: the probe finds the
+/// training loop's header by it (its step boundary for `--attribute`).
+pub const PER_BATCH_LOOP_LABEL: &str = "this loop runs";
+
 /// Why a loop runs once per batch, for labels; `None` for loops that do not (epochs,
 /// setup loops, loops over time steps of one sequence).
 pub fn per_batch_reason<'a>(checker: &impl Position<'a>, loop_node: Node<'a>) -> Option<String> {
