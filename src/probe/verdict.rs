@@ -1214,9 +1214,21 @@ impl Measures {
             ));
         }
         if let Some(nodes) = self.nodes {
+            // A sawtooth (grows, is reset, grows again): the slope across the resets can be
+            // flat or negative while the graph rises on nearly every hit; give the rise.
+            let rate = if nodes.resets > 0 {
+                format!(
+                    "{:+.1} per hit between resets ({} reset{})",
+                    nodes.growth_per_hit(),
+                    nodes.resets,
+                    if nodes.resets == 1 { "" } else { "s" }
+                )
+            } else {
+                format!("{:+.1} per hit", nodes.slope.per_hit)
+            };
             lines.push(format!(
-                "autograd graph {} → {} nodes: {:+.1} per hit, rising on {}/{} hits",
-                nodes.first, nodes.last, nodes.slope.per_hit, nodes.rising, nodes.pairs
+                "autograd graph {} → {} nodes: {rate}, rising on {}/{} hits",
+                nodes.first, nodes.last, nodes.rising, nodes.pairs
             ));
         }
         if let Some(spike) = self.spike {
@@ -2795,6 +2807,15 @@ mod tests {
                 .contains("+8 nodes per hit until it is reset"),
             "{}",
             verdict.summary
+        );
+        // Seen on the GPU: "autograd graph 34 → 54 nodes: -0.8 per hit, rising on 23/24 hits".
+        assert!(
+            has(
+                &verdict.evidence,
+                "nodes: +8.0 per hit between resets (3 resets), rising on"
+            ),
+            "{:?}",
+            verdict.evidence
         );
         let projection = verdict.projection.unwrap_or_default();
         assert!(
