@@ -489,7 +489,14 @@ fn probe_reads_an_out_of_memory_error_where_it_happened() {
     let text = probe(
         &project,
         python.to_str().unwrap(),
-        &["oom.py", "--color", "never"],
+        &["oom.py", "--color", "never", "--report", "oom.html"],
+    );
+    // The HTML timeline marks the moment, its title the post-mortem.
+    let page = std::fs::read_to_string(project.path().join("oom.html")).unwrap();
+    assert!(
+        page.contains("<line class=\"out-of-memory\"")
+            && page.contains("<title>out of memory: oom.py:9 asked for 2.0 GiB"),
+        "{page}"
     );
     assert!(
         text.stdout.contains(

@@ -119,6 +119,17 @@ fn gpu_report() -> ProbeReport {
         footprint: Footprint { device: Some(0), host_peak_rss: Some(12 * MIB) },
         cpu_mode_reason: None,
         max_memory: None,
+        budgets: vec![Budget {
+            t: STARTED + 1.5,
+            at: "peak".to_owned(),
+            device: true,
+            parameters: GIB,
+            gradients: GIB,
+            allocated: Some(3 * GIB),
+            reserved: Some(3 * GIB),
+            ..Budget::default()
+        }],
+        steps: vec![(1, STARTED + 0.5), (10, STARTED + 1.0)],
         attribution: Some(Attributed {
             at_peak: vec![Held {
                 place: "train.py:42".to_owned(),
@@ -214,6 +225,10 @@ fn page_is_self_contained_and_escapes_the_run_text() {
     );
     assert!(page.contains("<tr><th>optimizer state (AdamW&lt;x&gt;)</th><td>4.0 GiB</td></tr>"));
     assert!(page.contains("<tr><th>activations and other tensors</th><td>4.0 GiB</td></tr>"));
+    // The timeline: a bar stacked by the budget's parts where it was read, and step ticks.
+    assert_eq!(page.matches("<rect class=\"budget\"").count(), 4, "{page}");
+    assert!(page.contains("<title>parameters: 1.0 GiB</title>"));
+    assert!(page.contains("<title>step 10</title>"));
     assert!(
         page.contains("<tr><td><code>train.py:42     6.0 GiB    50%  TL102</code></td></tr>"),
         "{page}"

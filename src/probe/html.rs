@@ -270,6 +270,11 @@ fn timeline(report: &ProbeReport) -> String {
         );
     }
     legend(&mut svg, &curves);
+    if !curves.is_empty() {
+        budget_bars(&mut svg, &frame, report);
+    }
+    step_markers(&mut svg, &frame, report);
+    out_of_memory_marker(&mut svg, &frame, report);
     hit_markers(&mut svg, &frame, report, &lanes, reading_curve(&curves));
     svg.push_str("</svg>\n");
     if curves.is_empty() {
@@ -515,6 +520,66 @@ fn hit_tooltip(label: &str, t: f64, n: u64, reading: Option<(&Curve, f64, Option
         }
     }
     text
+}
+
+/// Colours of the budget's parts, in the order `Split::parts` lists them (optimizer states
+/// share one).
+const BUDGET_COLOURS: [(&str, &str); 5] = [
+    ("parameters", "#455a64"),
+    ("gradients", "#78909c"),
+    ("optimizer state", "#8d6e63"),
+    ("activations and other tensors", "#90caf9"),
+    ("cached but free", "#ffe0b2"),
+];
+
+/// At each budget read on the device, a narrow bar stacked by its parts: what the memory
+/// under the curves was made of at that moment.
+fn budget_bars(svg: &mut String, frame: &Frame, report: &ProbeReport) {
+    for budget in report.budgets.iter().filter(|budget| budget.device) {
+        let split = Split::of(budget.clone());
+        let x = frame.x(budget.t - report.started) - 3.0;
+        let mut base = 0.0;
+        for part in &split.parts {
+            let colour = BUDGET_COLOURS
+                .iter()
+                .find(|(what, _)| part.what.starts_with(what))
+                .map_or("#bdbdbd", |(_, colour)| colour);
+            let (top, bottom) = (frame.y(base + part.bytes as f64), frame.y(base));
+            base += part.bytes as f64;
+            let _ = writeln!(
+                svg,
+                "<rect class=\"budget\" x=\"{x:.1}\" y=\"{top:.1}\" width=\"6\" height=\"{:.1}\" fill=\"{colour}\"><title>{}: {}</title></rect>",
+                (bottom - top).max(0.0),
+                escape(&part.what),
+                fmt_bytes(part.bytes as f64)
+            );
+        }
+    }
+}
+
+/// A tick at the top of the plot where each snapshotted step started (`--attribute`).
+fn step_markers(svg: &mut String, frame: &Frame, report: &ProbeReport) {
+    for &(step, t) in &report.steps {
+        let x = frame.x(t - report.started);
+        let _ = writeln!(
+            svg,
+            "<line class=\"step\" x1=\"{x:.1}\" y1=\"{TOP}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#9e9e9e\"><title>step {step}</title></line>",
+            TOP + 6.0
+        );
+    }
+}
+
+/// A red line at the moment the script ran out of memory.
+fn out_of_memory_marker(svg: &mut String, frame: &Frame, report: &ProbeReport) {
+    if let Some(post_mortem) = &report.out_of_memory {
+        let x = frame.x(post_mortem.error.t - report.started);
+        let _ = writeln!(
+            svg,
+            "<line class=\"out-of-memory\" x1=\"{x:.1}\" y1=\"{TOP}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#c62828\" stroke-width=\"2\" stroke-dasharray=\"4 3\"><title>{}</title></line>",
+            TOP + PLOT_HEIGHT,
+            escape(&super::render::post_mortem_lines(post_mortem).join("; "))
+        );
+    }
 }
 
 fn hit_markers(

@@ -153,6 +153,8 @@ pub fn run(options: &Options) -> Result<Probed, String> {
         max_memory: options.max_memory,
         budget: None,
         attribution: None,
+        budgets: Vec::new(),
+        steps: Vec::new(),
         findings: Vec::new(),
         unwatched: unwatched.iter().map(|d| finding_ref(&source, d)).collect(),
         summary: Default::default(),
@@ -386,6 +388,11 @@ pub fn run(options: &Options) -> Result<Probed, String> {
         }
     }
     report.budget = budget::for_run(&budgets);
+    report.budgets = budgets.clone();
+    report.steps = attributions
+        .iter()
+        .filter_map(|snapshot| Some((snapshot.step?, snapshot.t)))
+        .collect();
     if options.attribute && attributions.is_empty() && reached_start {
         report.runner_errors.push(
             "no allocation stacks were read (--attribute): the script never initialised CUDA"

@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use super::attribution::{Attributed, Held};
 use super::budget::Split;
-use super::events::{DeviceSample, Exit, Hit, OutOfMemory, Sample};
+use super::events::{Budget, DeviceSample, Exit, Hit, OutOfMemory, Sample};
 use super::verdict::{RunSummary, Verdict};
 
 #[derive(Debug, Clone, Serialize)]
@@ -51,6 +51,13 @@ pub struct ProbeReport {
     pub device_samples: Vec<DeviceSample>,
     #[serde(skip)]
     pub hits: Vec<Hit>,
+    /// Every budget read, for the HTML timeline's stacked bars.
+    #[serde(skip)]
+    pub budgets: Vec<Budget>,
+    /// The seconds since the Unix epoch at which each step started (`--attribute`), for the
+    /// HTML timeline's step markers.
+    #[serde(skip)]
+    pub steps: Vec<(u64, f64)>,
 }
 
 #[derive(Debug, Clone, Serialize)]
