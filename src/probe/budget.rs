@@ -136,9 +136,13 @@ pub fn at_out_of_memory(budgets: &[Budget]) -> Option<Split> {
 pub fn out_of_memory_verdict(error: &OutOfMemory) -> Option<String> {
     let (requested, allocated, reserved) = (error.requested?, error.allocated?, error.reserved?);
     let free = reserved.saturating_sub(allocated);
+    let largest = error
+        .largest_free_block
+        .map(|block| format!(" (the largest free block: {})", fmt_bytes(block as f64)))
+        .unwrap_or_default();
     Some(if free >= requested {
         format!(
-            "fragmentation: {} of the {} reserved was cached but free, yet no block of {} in it; try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (empty_cache() would not help: the allocator already frees its cache and retries before it raises)",
+            "fragmentation: {} of the {} reserved was cached but free, yet no block of {} in it{largest}; try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (empty_cache() would not help: the allocator already frees its cache and retries before it raises)",
             fmt_bytes(free as f64),
             fmt_bytes(reserved as f64),
             fmt_bytes(requested as f64)
@@ -232,8 +236,12 @@ mod tests {
         };
         let held = out_of_memory_verdict(&error(64 * MIB, 1300 * MIB, 1318 * MIB)).unwrap();
         assert!(held.starts_with("not fragmentation: only 18.0 MiB of the 1.3 GiB reserved was cached but free, and the request needed 64.0 MiB"), "{held}");
-        let fragmented = out_of_memory_verdict(&error(64 * MIB, 1000 * MIB, 1300 * MIB)).unwrap();
-        assert!(fragmented.starts_with("fragmentation: 300 MiB of the 1.3 GiB reserved was cached but free, yet no block of 64.0 MiB in it"), "{fragmented}");
+        let fragmented = out_of_memory_verdict(&OutOfMemory {
+            largest_free_block: Some(14 * MIB),
+            ..error(64 * MIB, 1000 * MIB, 1300 * MIB)
+        })
+        .unwrap();
+        assert!(fragmented.starts_with("fragmentation: 300 MiB of the 1.3 GiB reserved was cached but free, yet no block of 64.0 MiB in it (the largest free block: 14.0 MiB)"), "{fragmented}");
         assert_eq!(out_of_memory_verdict(&OutOfMemory::default()), None);
     }
 }

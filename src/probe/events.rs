@@ -129,6 +129,9 @@ pub struct OutOfMemory {
     /// (`set_per_process_memory_fraction`; from the message's "… allowed").
     #[serde(default)]
     pub allowed: Option<u64>,
+    /// The largest block the allocator held free at that moment.
+    #[serde(default)]
+    pub largest_free_block: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -1724,9 +1724,22 @@ def out_of_memory_event(exc):
             event["reserved"] = pick(stats, "reserved_bytes", "all", "current")
             free, total = cuda.mem_get_info(index)
             event["device_free"], event["device_total"] = int(free), int(total)
+            event["largest_free_block"] = largest_free_block(torch)
         except Exception:
             pass  # what was read so far still tells the story
     return event
+
+
+def largest_free_block(torch):
+    """The largest block the allocator holds free: a request above it needs a new segment,
+    whatever the cache holds in all. Read from the allocator's snapshot (its segments and
+    blocks; no stacks needed)."""
+    largest = 0
+    for segment in torch.cuda.memory._snapshot().get("segments", ()):
+        for block in segment.get("blocks", ()):
+            if block.get("state") == "inactive":
+                largest = max(largest, int(block.get("size", 0)))
+    return largest
 
 
 class Outcome:
