@@ -15,6 +15,7 @@ pub mod error;
 pub mod escape;
 pub mod files;
 pub mod fingerprint;
+pub mod fix;
 pub mod linter;
 pub mod node_children;
 pub mod notebook;

@@ -15,7 +15,7 @@ const LAYERS: &str = "
     cli
     server probe
     project cache discovery baseline render
-    linter suppression
+    linter suppression fix
     checker rules
     diagnostic fingerprint
     semantic

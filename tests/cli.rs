@@ -26,7 +26,9 @@ fn exit_codes_follow_ruff() {
     assert_eq!(run.code, 1);
     assert_eq!(run.findings(), ["train.py:2:9: TL108"]);
     assert!(
-        run.stdout.ends_with("Found 1 finding in 1 file.\n"),
+        run.stdout.ends_with(
+            "Found 1 finding in 1 file.\nNo fixes available (1 hidden fix can be enabled with the `--unsafe-fixes` option).\n"
+        ),
         "{}",
         run.stdout
     );

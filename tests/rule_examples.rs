@@ -118,7 +118,21 @@ fn every_builtin_rule_documents_every_section_and_has_examples_both_ways() {
     let registry = RuleRegistry::load_builtin().expect("built-in rule files are valid");
     for rule in registry.iter() {
         let titles: Vec<&str> = rule.sections().iter().map(|s| s.title.as_str()).collect();
-        assert_eq!(titles, torchlint::rule_meta::DOC_SECTIONS, "{}", rule.code);
+        // A rule with a fix says whether it is safe; one without has no such section.
+        let fix_safety = torchlint::rule_meta::FIX_SAFETY_SECTION;
+        assert_eq!(
+            titles.contains(&fix_safety),
+            rule.code == "TL108",
+            "{}: `## {fix_safety}` belongs to the rules with a fix",
+            rule.code
+        );
+        let required: Vec<&str> = titles.into_iter().filter(|t| *t != fix_safety).collect();
+        assert_eq!(
+            required,
+            torchlint::rule_meta::DOC_SECTIONS,
+            "{}",
+            rule.code
+        );
         // TL003 reports paths that could not be read: no Python text shows it.
         if rule.code == "TL003" {
             assert!(rule.examples().is_empty(), "TL003's examples could not run");

@@ -14,6 +14,7 @@ use crate::cache::{self, Cache};
 use crate::checker::InternalError;
 use crate::diagnostic::{Diagnostic, FileDiagnostics};
 use crate::discovery::{self, FileError, LintTarget, display_path};
+use crate::fix;
 use crate::linter::IO_ERROR;
 use crate::project::run::{self, Outcome};
 use crate::render::{self, OutputFormat, Report};
@@ -270,6 +271,48 @@ pub fn run(args: CheckArgs) -> u8 {
         }
         return report_errors(&errors, &internal, 0);
     }
+    if (args.fix || args.diff) && reads_stdin {
+        print_error("`--fix` and `--diff` change files: name them instead of passing stdin");
+        return 2;
+    }
+    let allowed = if args.unsafe_fixes {
+        fix::Allowed::SafeAndUnsafe
+    } else {
+        fix::Allowed::Safe
+    };
+    if args.diff {
+        let diffs = fix_files(&files, allowed, false);
+        errors.extend(diffs.errors);
+        let _ = emit(diffs.diff.as_bytes(), None);
+        if !args.quiet {
+            eprintln!(
+                "Would fix {} finding{}.",
+                diffs.fixed,
+                if diffs.fixed == 1 { "" } else { "s" }
+            );
+        }
+        return report_errors(&errors, &internal, u8::from(diffs.fixed > 0));
+    }
+    if args.fix && args.fix_rounds < MAX_FIX_ROUNDS {
+        let written = fix_files(&files, allowed, true);
+        if written.fixed > 0 {
+            for error in &written.errors {
+                eprintln!(
+                    "warning: {}: {}",
+                    crate::escape::path(&error.path),
+                    error.message
+                );
+            }
+            // Lint the fixed files again: what is left (and fixes that overlapped one just
+            // applied) is the next round's, as in Ruff.
+            return run(CheckArgs {
+                fixed: args.fixed + written.fixed,
+                fix_rounds: args.fix_rounds + 1,
+                ..args
+            });
+        }
+        errors.extend(written.errors);
+    }
 
     if let Some(cache) = cache {
         let location = cache.location().to_owned();
@@ -339,8 +382,10 @@ pub fn run(args: CheckArgs) -> u8 {
                     &mut rendered,
                     count,
                     files.len(),
+                    args.fixed,
                     errors.is_empty() && internal.is_empty(),
                 )
+                .and_then(|()| write_fix_hint(&mut rendered, &files, args.unsafe_fixes))
             } else {
                 Ok(())
             }
@@ -398,19 +443,138 @@ fn enabled_rules(settings: &[Arc<Settings>]) -> Vec<Arc<RuleMeta>> {
     rules.into_values().collect()
 }
 
-fn write_summary(out: &mut Vec<u8>, count: usize, files: usize, clean_run: bool) -> io::Result<()> {
+fn write_summary(
+    out: &mut Vec<u8>,
+    count: usize,
+    files: usize,
+    fixed: usize,
+    clean_run: bool,
+) -> io::Result<()> {
+    let plural = |n: usize| if n == 1 { "finding" } else { "findings" };
     if count == 0 {
-        if clean_run {
+        if fixed > 0 {
+            writeln!(
+                out,
+                "Found {fixed} {} ({fixed} fixed, 0 remaining).",
+                plural(fixed)
+            )?;
+        } else if clean_run {
             writeln!(out, "All checks passed!")?;
         }
         return Ok(());
     }
+    if fixed > 0 {
+        return writeln!(
+            out,
+            "Found {} {} ({fixed} fixed, {count} remaining).",
+            count + fixed,
+            plural(count + fixed)
+        );
+    }
     writeln!(
         out,
         "Found {count} {} in {files} {}.",
-        if count == 1 { "finding" } else { "findings" },
+        plural(count),
         if files == 1 { "file" } else { "files" }
     )
+}
+
+/// Ruff's hint under the summary: how many findings `--fix` (or `--unsafe-fixes`) would fix.
+fn write_fix_hint(
+    out: &mut Vec<u8>,
+    files: &[FileDiagnostics],
+    unsafe_fixes: bool,
+) -> io::Result<()> {
+    let fixes = files
+        .iter()
+        .flat_map(|file| &file.diagnostics)
+        .filter_map(|diagnostic| diagnostic.fix.as_ref());
+    let (safe, unsafe_) = fixes.fold((0, 0), |(safe, unsafe_), fix| match fix.applicability {
+        crate::diagnostic::Applicability::Safe => (safe + 1, unsafe_),
+        crate::diagnostic::Applicability::Unsafe => (safe, unsafe_ + 1),
+        crate::diagnostic::Applicability::DisplayOnly => (safe, unsafe_),
+    });
+    let fixable = if unsafe_fixes { safe + unsafe_ } else { safe };
+    let hidden = (unsafe_ > 0 && !unsafe_fixes).then(|| {
+        format!(
+            "{unsafe_} hidden fix{} can be enabled with the `--unsafe-fixes` option",
+            if unsafe_ == 1 { "" } else { "es" }
+        )
+    });
+    match (fixable, hidden) {
+        (0, None) => Ok(()),
+        (0, Some(hidden)) => writeln!(out, "No fixes available ({hidden})."),
+        (fixable, None) => writeln!(out, "[*] {fixable} fixable with the `--fix` option."),
+        (fixable, Some(hidden)) => writeln!(
+            out,
+            "[*] {fixable} fixable with the `--fix` option ({hidden})."
+        ),
+    }
+}
+
+/// Fixes never loop for ever: a fix that keeps producing fixable findings stops here (Ruff's
+/// bound is 100 rounds; ours fix one finding kind each).
+const MAX_FIX_ROUNDS: usize = 10;
+
+/// What a round of fixes did: how many it applied, the diff (`--diff`), and the files it could
+/// not fix.
+#[derive(Default)]
+struct FixRound {
+    fixed: usize,
+    diff: String,
+    errors: Vec<FileError>,
+}
+
+/// Applies the allowed fixes of each file: written back atomically (`write`), or as a diff. A
+/// file is fixed only when its bytes on disk are still the ones linted, as UTF-8 (a BOM is
+/// kept).
+fn fix_files(files: &[FileDiagnostics], allowed: fix::Allowed, write: bool) -> FixRound {
+    let mut round = FixRound::default();
+    for file in files {
+        let path = file.source.name();
+        if file.diagnostics.iter().all(|d| d.fix.is_none()) {
+            continue;
+        }
+        if path.extension().is_some_and(|ext| ext == "ipynb") {
+            continue; // A notebook's findings point into its cells, not the file's bytes.
+        }
+        let Ok(bytes) = std::fs::read(path) else {
+            continue;
+        };
+        let (bom, body) = match bytes.strip_prefix(b"\xEF\xBB\xBF") {
+            Some(body) => (&bytes[..3], body),
+            None => (&bytes[..0], &bytes[..]),
+        };
+        if body != file.source.text().as_bytes() {
+            round.errors.push(FileError::new(
+                path,
+                "not fixed: it changed since it was linted, or is not UTF-8; run again".to_owned(),
+            ));
+            continue;
+        }
+        let Some(applied) = fix::apply(file.source.text(), &file.diagnostics, allowed) else {
+            continue;
+        };
+        if write {
+            let mut out = bom.to_vec();
+            out.extend_from_slice(applied.text.as_bytes());
+            if let Err(error) = crate::files::write_output(path, &out) {
+                round.errors.push(FileError::new(
+                    path,
+                    format!("cannot write the fixes: {error}"),
+                ));
+                continue;
+            }
+        } else {
+            round.diff.push_str(&fix::unified_diff(
+                &crate::escape::path(path).to_string(),
+                file.source.text(),
+                &applied.text,
+            ));
+        }
+        round.fixed += applied.fixed;
+    }
+    round
 }
 
 fn write_statistics(

@@ -231,6 +231,22 @@ pub struct CheckArgs {
     /// Discover, read and parse exactly as a normal run, but run no rule (for benchmarks).
     #[arg(long, hide = true)]
     pub parse_only: bool,
+    /// Apply the safe fixes (and the unsafe ones with `--unsafe-fixes`), then report what is
+    /// left.
+    #[arg(long, conflicts_with_all = ["watch", "write_baseline"])]
+    pub fix: bool,
+    /// Let `--fix` and `--diff` apply unsafe fixes too (they may change what the code does).
+    #[arg(long)]
+    pub unsafe_fixes: bool,
+    /// Print a unified diff of what `--fix` would change, and change nothing (exit 1 when
+    /// there is a diff).
+    #[arg(long, conflicts_with_all = ["fix", "watch", "write_baseline"])]
+    pub diff: bool,
+    /// Fixes applied by the rounds of this `--fix` run so far (each round lints again).
+    #[arg(skip)]
+    pub fixed: usize,
+    #[arg(skip)]
+    pub fix_rounds: usize,
 }
 
 #[derive(Debug, Args)]

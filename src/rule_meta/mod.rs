@@ -29,6 +29,21 @@ pub const DOC_SECTIONS: [&str; 6] = [
     "Options",
 ];
 
+/// The optional section of a rule with a fix, after `Use instead`: whether `--fix` applies it
+/// as safe or only with `--unsafe-fixes`, and why.
+pub const FIX_SAFETY_SECTION: &str = "Fix safety";
+
+/// The order sections come in: [`DOC_SECTIONS`] with the optional fix-safety section.
+pub const LAYOUT: [&str; 7] = [
+    DOC_SECTIONS[0],
+    DOC_SECTIONS[1],
+    DOC_SECTIONS[2],
+    DOC_SECTIONS[3],
+    FIX_SAFETY_SECTION,
+    DOC_SECTIONS[4],
+    DOC_SECTIONS[5],
+];
+
 /// The optional last section holding extra examples; they run as tests but are not printed
 /// by `torchlint rule`.
 pub const TEST_CASES_SECTION: &str = "Test cases";

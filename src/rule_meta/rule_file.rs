@@ -13,8 +13,8 @@ use toml::Spanned;
 
 use super::declarative::{DeclarativeRule, RawMatch};
 use super::{
-    DOC_SECTIONS, DocSection, Example, ExampleKind, Implementation, OptionKind, Origin, RuleMeta,
-    RuleOption, Severity, TEST_CASES_SECTION,
+    DOC_SECTIONS, DocSection, Example, ExampleKind, FIX_SAFETY_SECTION, Implementation, LAYOUT,
+    OptionKind, Origin, RuleMeta, RuleOption, Severity, TEST_CASES_SECTION,
 };
 use crate::error::FileError;
 
@@ -428,21 +428,21 @@ fn parse_docs(body: &str, code: &str) -> Result<Docs, (usize, String)> {
             }
             continue;
         }
-        match DOC_SECTIONS[expected_next..]
+        match LAYOUT[expected_next..]
             .iter()
             .position(|known| known == title)
         {
             Some(skip) => expected_next += skip + 1,
             None => {
-                let message = if DOC_SECTIONS.contains(&title.as_str()) {
+                let message = if LAYOUT.contains(&title.as_str()) {
                     format!(
                         "section `## {title}` is out of order; the layout is: {}",
-                        DOC_SECTIONS.join(" / ")
+                        LAYOUT.join(" / ")
                     )
                 } else {
                     format!(
-                        "unknown section `## {title}`; the layout is: {} (and an optional last `## {TEST_CASES_SECTION}`)",
-                        DOC_SECTIONS.join(" / ")
+                        "unknown section `## {title}`; the layout is: {} (`## {FIX_SAFETY_SECTION}` only for a rule with a fix, and an optional last `## {TEST_CASES_SECTION}`)",
+                        LAYOUT.join(" / ")
                     )
                 };
                 return Err((*heading_start, message));

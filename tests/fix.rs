@@ -1,0 +1,127 @@
+//! `check --fix`, `--unsafe-fixes` and `--diff`: the real binary on real files, as Ruff's
+//! conventions have them.
+
+mod common;
+
+use common::Project;
+
+const LOADS: &str = "\
+import torch
+
+state = torch.load(\"ckpt.pt\")
+model = torch.load(\"m.pt\", weights_only=True)
+";
+
+const FIXED: &str = "\
+import torch
+
+state = torch.load(\"ckpt.pt\", map_location=\"cpu\")
+model = torch.load(\"m.pt\", weights_only=True, map_location=\"cpu\")
+";
+
+#[test]
+fn unsafe_fixes_are_shown_not_applied_without_the_option() {
+    let project = Project::new();
+    project.write("a.py", LOADS);
+    let run = project.run(&["check", "--no-cache", "a.py"]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stdout.contains(
+            "No fixes available (2 hidden fixes can be enabled with the `--unsafe-fixes` option)."
+        ),
+        "{}",
+        run.stdout
+    );
+    let run = project.run(&["check", "--no-cache", "--fix", "a.py"]);
+    assert_eq!(run.code, 1, "nothing safe to fix: both findings remain");
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("a.py")).unwrap(),
+        LOADS
+    );
+}
+
+#[test]
+fn diff_shows_the_fix_and_changes_nothing() {
+    let project = Project::new();
+    project.write("a.py", LOADS);
+    let run = project.run(&["check", "--no-cache", "--diff", "--unsafe-fixes", "a.py"]);
+    assert_eq!(run.code, 1, "a diff exits 1\n{}", run.stderr);
+    assert_eq!(
+        run.stdout,
+        "--- a/a.py\n+++ b/a.py\n@@ -1,4 +1,4 @@\n import torch\n \n\
+         -state = torch.load(\"ckpt.pt\")\n\
+         -model = torch.load(\"m.pt\", weights_only=True)\n\
+         +state = torch.load(\"ckpt.pt\", map_location=\"cpu\")\n\
+         +model = torch.load(\"m.pt\", weights_only=True, map_location=\"cpu\")\n"
+    );
+    assert!(
+        run.stderr.contains("Would fix 2 findings."),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("a.py")).unwrap(),
+        LOADS,
+        "--diff changes nothing"
+    );
+}
+
+#[test]
+fn fix_writes_the_file_keeps_its_bom_and_mode_and_a_second_run_changes_nothing() {
+    let project = Project::new();
+    project.write("a.py", format!("\u{feff}{LOADS}"));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            project.path().join("a.py"),
+            std::fs::Permissions::from_mode(0o750),
+        )
+        .unwrap();
+    }
+    let run = project.run(&["check", "--no-cache", "--fix", "--unsafe-fixes", "a.py"]);
+    assert_eq!(run.code, 0, "all fixed\n{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout
+            .contains("Found 2 findings (2 fixed, 0 remaining)."),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("a.py")).unwrap(),
+        format!("\u{feff}{FIXED}")
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(project.path().join("a.py"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o750);
+    }
+    let again = project.run(&["check", "--no-cache", "--fix", "--unsafe-fixes", "a.py"]);
+    assert_eq!(again.code, 0);
+    assert!(
+        again.stdout.contains("All checks passed!"),
+        "{}",
+        again.stdout
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("a.py")).unwrap(),
+        format!("\u{feff}{FIXED}")
+    );
+}
+
+#[test]
+fn fix_and_diff_refuse_stdin() {
+    let project = Project::new();
+    let run = project.run_with_stdin(&["check", "--fix", "-"], LOADS);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr
+            .contains("`--fix` and `--diff` change files: name them instead of passing stdin"),
+        "{}",
+        run.stderr
+    );
+}
