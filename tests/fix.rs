@@ -125,3 +125,53 @@ fn fix_and_diff_refuse_stdin() {
         run.stderr
     );
 }
+
+/// TL102's fix keeps a number, or a copy without the graph where the list is stacked later;
+/// the fixed file still parses for Python itself.
+#[test]
+fn accumulated_losses_are_fixed_to_numbers_or_graph_free_copies() {
+    let project = Project::new();
+    let script = "\
+import torch
+from torch import nn
+
+model = nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+total = 0
+losses = []
+outputs = []
+for step in range(10):
+    loss = model(torch.randn(2, 4)).sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    total += loss
+    losses.append(loss)
+    outputs.append(loss * 2)
+stacked = torch.stack(outputs)
+";
+    project.write("train.py", script);
+    let run = project.run(&["check", "--no-cache", "--fix", "--unsafe-fixes", "train.py"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let fixed = std::fs::read_to_string(project.path().join("train.py")).unwrap();
+    assert_eq!(
+        fixed,
+        script
+            .replace("total += loss\n", "total += loss.item()\n")
+            .replace("losses.append(loss)", "losses.append(loss.item())")
+            .replace(
+                "outputs.append(loss * 2)",
+                "outputs.append((loss * 2).detach().clone())"
+            )
+    );
+    let parsed = std::process::Command::new("python3")
+        .args(["-c", "import ast, sys; ast.parse(open(sys.argv[1]).read())"])
+        .arg(project.path().join("train.py"))
+        .status();
+    if let Ok(status) = parsed {
+        assert!(
+            status.success(),
+            "Python's own parser rejects the fixed file"
+        );
+    }
+}

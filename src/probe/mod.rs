@@ -504,11 +504,11 @@ fn finding_ref(source: &SourceFile, diagnostic: &Diagnostic) -> FindingRef {
         line: location.row,
         column: location.column,
         source: line.to_owned(),
+        // The help says how and why; a fix's title only where there is no help.
         fix: diagnostic
-            .fix
-            .as_ref()
-            .map(|fix| fix.message.clone())
-            .or_else(|| diagnostic.help.clone()),
+            .help
+            .clone()
+            .or_else(|| diagnostic.fix.as_ref().map(|fix| fix.message.clone())),
     }
 }
 

@@ -256,10 +256,15 @@ fn hover_text(diagnostic: &Diagnostic) -> String {
         rule.summary(),
         diagnostic.message
     );
-    if let Some(fix) = &diagnostic.fix {
-        text.push_str(&format!("\n\n**Fix:** {}", fix.message));
-    } else if let Some(help) = &diagnostic.help {
-        text.push_str(&format!("\n\n**Fix:** {help}"));
+    // The help says how to fix it and why; the fix, what the quick fix would write.
+    match (&diagnostic.help, &diagnostic.fix) {
+        (Some(help), Some(fix)) => text.push_str(&format!(
+            "\n\n**Fix:** {help}\n\n**Quick fix:** {}",
+            fix.message
+        )),
+        (Some(help), None) => text.push_str(&format!("\n\n**Fix:** {help}")),
+        (None, Some(fix)) => text.push_str(&format!("\n\n**Fix:** {}", fix.message)),
+        (None, None) => {}
     }
     let page = match rule.url() {
         Some(url) => format!("[the rule's documentation]({url}), or "),

@@ -10,8 +10,9 @@ use super::{
     per_batch_function, short,
 };
 use crate::checker::Checker;
-use crate::diagnostic::{Diagnostic, Severity};
+use crate::diagnostic::{Diagnostic, Edit, Fix, Severity};
 use crate::parse::{FIELDS, KINDS};
+use crate::rule_meta::Applicability;
 use crate::rule_meta::RuleMeta;
 use crate::rules::Check;
 use crate::semantic::values::{Kind, Tri};
@@ -211,7 +212,76 @@ fn check_accumulation<'a>(
     if !backward_each_step {
         diagnostic.severity = Severity::Error;
     }
+    diagnostic.fix = keep_no_graph(checker, container, value, how);
     out.push(diagnostic);
+}
+
+/// The fix: keep a number, `loss.item()`, or where the container is later stacked into a
+/// tensor, a copy without the graph, `loss.detach().clone()` (not a bare `.detach()`: a
+/// reduction's 0-dim result can sit on a batch-sized storage that a detached view keeps).
+/// Unsafe: the kept value's type changes, and a later backward through it would break.
+fn keep_no_graph(
+    checker: &Checker<'_>,
+    container: Node<'_>,
+    value: Node<'_>,
+    how: How,
+) -> Option<Fix> {
+    if !matches!(how, How::AugmentedAdd | How::Rebind | How::Append) {
+        return None;
+    }
+    let text = checker.node_text(value);
+    let simple = [
+        KINDS.identifier,
+        KINDS.attribute,
+        KINDS.call,
+        KINDS.subscript,
+    ]
+    .contains(&value.kind_id());
+    let stacked = how == How::Append && stacked_later(checker, container);
+    let method = if stacked {
+        ".detach().clone()"
+    } else {
+        ".item()"
+    };
+    let content = if simple {
+        format!("{text}{method}")
+    } else {
+        format!("({text}){method}")
+    };
+    Some(Fix {
+        message: format!("Keep `{}` instead", crate::source::snippet(&content, 60)),
+        applicability: Applicability::Unsafe,
+        edits: vec![Edit {
+            range: value.byte_range(),
+            content,
+        }],
+    })
+}
+
+/// Whether the function (or module) the container is filled in hands it to a tensor op that
+/// joins its items (`torch.stack(losses)`, `torch.cat(outputs)`): its items must stay tensors.
+fn stacked_later(checker: &Checker<'_>, container: Node<'_>) -> bool {
+    const JOINS: [&str; 5] = ["stack", "cat", "concat", "vstack", "hstack"];
+    let name = checker.node_text(container);
+    let scope = checker
+        .current_function()
+        .map_or_else(|| checker.tree.root_node(), |(function, _)| function);
+    let mut cursor = scope.walk();
+    let mut stack = vec![scope];
+    while let Some(node) = stack.pop() {
+        if node.kind_id() == KINDS.call
+            && let Some(function) = node.child_by_field_id(FIELDS.function)
+            && JOINS.contains(&checker.node_text(function).rsplit('.').next().unwrap_or(""))
+            && let Some(first) = node
+                .child_by_field_id(FIELDS.arguments)
+                .and_then(|arguments| arguments.named_child(0))
+            && checker.node_text(first) == name
+        {
+            return true;
+        }
+        stack.extend(node.named_children(&mut cursor));
+    }
+    false
 }
 
 /// `meter.update(loss)` where the file's own `update` stores its argument on `self`: the
