@@ -187,6 +187,96 @@ fn parse_codes(text: Option<&str>) -> Codes {
     }
 }
 
+/// `--add-noqa`: the text with `# noqa: CODE` on every line a finding starts on (1-based rows,
+/// the codes each needs), merged into the line's own `# noqa: ...` where it has one (other
+/// tools' codes kept), else appended after two spaces. A line that ends inside a string, or in
+/// a backslash continuation, cannot take a comment: it is left out and returned. Returns the
+/// new text, how many lines got a directive, and the rows left out.
+pub fn add_noqa(
+    source: &SourceFile,
+    tree: &tree_sitter::Tree,
+    rows: &std::collections::BTreeMap<usize, Vec<String>>,
+) -> (String, usize, Vec<usize>) {
+    let text = source.text();
+    let mut edits: Vec<(TextRange, String)> = Vec::new();
+    let mut skipped = Vec::new();
+    for (&row, codes) in rows {
+        let line = source.line_range(row - 1);
+        let content = &text[line.clone()];
+        if content.trim_end().ends_with('\\') || ends_in_string(tree, line.end) {
+            skipped.push(row);
+            continue;
+        }
+        // Where the line's text ends (trailing blanks left out): a comment ends there.
+        let end = line.start + content.trim_end().len();
+        let comment = comment_on_line(tree, line.start, end);
+        let existing = comment.and_then(|range| {
+            let captures = NOQA.captures(&text[range.clone()])?;
+            Some((range.start, captures))
+        });
+        match existing {
+            Some((start, captures)) => {
+                let Some(listed) = captures.name("codes") else {
+                    continue; // A bare `# noqa` already covers every code.
+                };
+                let have = parse_codes(Some(listed.as_str()));
+                let new: Vec<&str> = codes
+                    .iter()
+                    .filter(|code| !have.covers(code))
+                    .map(String::as_str)
+                    .collect();
+                if new.is_empty() {
+                    continue;
+                }
+                let at = start + listed.end();
+                edits.push((at..at, format!(", {}", new.join(", "))));
+            }
+            None => edits.push((end..end, format!("  # noqa: {}", codes.join(", ")))),
+        }
+    }
+    let added = edits.len();
+    let mut out = String::with_capacity(text.len() + 24 * added);
+    let mut at = 0;
+    for (range, content) in edits {
+        out.push_str(&text[at..range.start]);
+        out.push_str(&content);
+        at = range.end;
+    }
+    out.push_str(&text[at..]);
+    (out, added, skipped)
+}
+
+/// The comment token on a line, if any (the last one: a line holds at most one).
+fn comment_on_line(tree: &tree_sitter::Tree, start: usize, end: usize) -> Option<TextRange> {
+    let last = end.max(start + 1) - 1;
+    let mut node = tree.root_node().descendant_for_byte_range(last, last)?;
+    loop {
+        if node.kind() == "comment" && node.start_byte() >= start {
+            return Some(node.byte_range());
+        }
+        node = node.parent()?;
+    }
+}
+
+/// Whether the end of a line falls inside a string literal (a triple-quoted one going on).
+fn ends_in_string(tree: &tree_sitter::Tree, end: usize) -> bool {
+    let Some(mut node) = tree
+        .root_node()
+        .descendant_for_byte_range(end.saturating_sub(1), end)
+    else {
+        return false;
+    };
+    loop {
+        if node.kind() == "string" && node.end_byte() > end {
+            return true;
+        }
+        match node.parent() {
+            Some(parent) => node = parent,
+            None => return false,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,5 +367,18 @@ mod tests {
         assert!(s.is_suppressed("TL108", 2) && !s.is_suppressed("TL201", 2));
         assert!(!s.ignores_whole_file());
         assert!(suppressions("# torchlint: ignore-file\n").ignores_whole_file());
+    }
+
+    #[test]
+    fn add_noqa_leaves_a_line_that_ends_inside_a_string() {
+        let text = "x = f(\"\"\"a\n\"\"\")\ny = g(1, \\\n  2)\n";
+        let source = SourceFile::new("a.py", text.into());
+        let tree = crate::parse::parse(text, None).unwrap();
+        let rows = std::collections::BTreeMap::from([
+            (1, vec!["TL108".to_owned()]),
+            (3, vec!["TL108".to_owned()]),
+        ]);
+        let (out, added, skipped) = add_noqa(&source, &tree, &rows);
+        assert_eq!((out.as_str(), added, skipped), (text, 0, vec![1, 3]));
     }
 }

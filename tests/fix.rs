@@ -119,8 +119,9 @@ fn fix_and_diff_refuse_stdin() {
     let run = project.run_with_stdin(&["check", "--fix", "-"], LOADS);
     assert_eq!(run.code, 2);
     assert!(
-        run.stderr
-            .contains("`--fix` and `--diff` change files: name them instead of passing stdin"),
+        run.stderr.contains(
+            "`--fix`, `--diff` and `--add-noqa` change files: name them instead of passing stdin"
+        ),
         "{}",
         run.stderr
     );
@@ -174,4 +175,41 @@ stacked = torch.stack(outputs)
             "Python's own parser rejects the fixed file"
         );
     }
+}
+
+/// `--add-noqa` for a code base adopting torchlint: every finding line gets its code, merged
+/// into the line's own `# noqa:` (other tools' codes kept), after any other comment; a run
+/// after it passes, and a second `--add-noqa` adds nothing.
+#[test]
+fn add_noqa_suppresses_every_finding_and_keeps_other_tools_codes() {
+    let project = Project::new();
+    project.write(
+        "a.py",
+        "import torch\n\n\
+         state = torch.load(\"ckpt.pt\")\n\
+         other = torch.load(\"o.pt\")  # noqa: E501\n\
+         third = torch.load(\"t.pt\")  # type: ignore\n",
+    );
+    let run = project.run(&["check", "--no-cache", "--add-noqa", "a.py"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("Added 3 noqa directives."),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("a.py")).unwrap(),
+        "import torch\n\n\
+         state = torch.load(\"ckpt.pt\")  # noqa: TL108\n\
+         other = torch.load(\"o.pt\")  # noqa: E501, TL108\n\
+         third = torch.load(\"t.pt\")  # type: ignore  # noqa: TL108\n"
+    );
+    let run = project.run(&["check", "--no-cache", "a.py"]);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    let again = project.run(&["check", "--no-cache", "--add-noqa", "a.py"]);
+    assert!(
+        again.stderr.contains("Added 0 noqa directives."),
+        "{}",
+        again.stderr
+    );
 }

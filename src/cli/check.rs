@@ -271,9 +271,29 @@ pub fn run(args: CheckArgs) -> u8 {
         }
         return report_errors(&errors, &internal, 0);
     }
-    if (args.fix || args.diff) && reads_stdin {
-        print_error("`--fix` and `--diff` change files: name them instead of passing stdin");
+    if (args.fix || args.diff || args.add_noqa) && reads_stdin {
+        print_error(
+            "`--fix`, `--diff` and `--add-noqa` change files: name them instead of passing stdin",
+        );
         return 2;
+    }
+    if args.add_noqa {
+        let added = add_noqa(&files);
+        for error in &added.errors {
+            eprintln!(
+                "warning: {}: {}",
+                crate::escape::path(&error.path),
+                error.message
+            );
+        }
+        if !args.quiet {
+            eprintln!(
+                "Added {} noqa directive{}.",
+                added.fixed,
+                if added.fixed == 1 { "" } else { "s" }
+            );
+        }
+        return report_errors(&errors, &internal, 0);
     }
     let allowed = if args.unsafe_fixes {
         fix::Allowed::SafeAndUnsafe
@@ -510,6 +530,61 @@ fn write_fix_hint(
             "[*] {fixable} fixable with the `--fix` option ({hidden})."
         ),
     }
+}
+
+/// `--add-noqa`: each file's finding lines get `# noqa: CODE`, written atomically; `fixed`
+/// counts the lines.
+fn add_noqa(files: &[FileDiagnostics]) -> FixRound {
+    let mut round = FixRound::default();
+    for file in files {
+        let path = file.source.name();
+        if path.extension().is_some_and(|ext| ext == "ipynb") {
+            continue; // A notebook's rows are its cells', not the file's.
+        }
+        let mut rows: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+        for diagnostic in &file.diagnostics {
+            let row = file.source.location(diagnostic.range.start).row;
+            let codes = rows.entry(row).or_default();
+            if !codes.contains(&diagnostic.rule.code) {
+                codes.push(diagnostic.rule.code.clone());
+            }
+        }
+        let Ok(bytes) = std::fs::read(path) else {
+            continue;
+        };
+        let (bom, body) = match bytes.strip_prefix(b"\xEF\xBB\xBF") {
+            Some(body) => (&bytes[..3], body),
+            None => (&bytes[..0], &bytes[..]),
+        };
+        let tree = crate::parse::parse(file.source.text(), None);
+        let (Ok(tree), true) = (tree, body == file.source.text().as_bytes()) else {
+            round.errors.push(FileError::new(
+                path,
+                "no noqa added: it changed since it was linted, or is not UTF-8; run again"
+                    .to_owned(),
+            ));
+            continue;
+        };
+        let (text, added, skipped) = crate::suppression::add_noqa(&file.source, &tree, &rows);
+        for row in skipped {
+            round.errors.push(FileError::new(
+                path,
+                format!("line {row} ends inside a string or a continuation: no noqa added there"),
+            ));
+        }
+        if added == 0 {
+            continue;
+        }
+        let mut out = bom.to_vec();
+        out.extend_from_slice(text.as_bytes());
+        match crate::files::write_output(path, &out) {
+            Ok(()) => round.fixed += added,
+            Err(error) => round
+                .errors
+                .push(FileError::new(path, format!("cannot add noqa: {error}"))),
+        }
+    }
+    round
 }
 
 /// Fixes never loop for ever: a fix that keeps producing fixable findings stops here (Ruff's

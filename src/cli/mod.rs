@@ -242,6 +242,10 @@ pub struct CheckArgs {
     /// there is a diff).
     #[arg(long, conflicts_with_all = ["fix", "watch", "write_baseline"])]
     pub diff: bool,
+    /// Add `# noqa: CODE` to every line with a finding (merged into the line's own `# noqa:`,
+    /// other tools' codes kept), for adopting torchlint on an old code base; then exit.
+    #[arg(long, conflicts_with_all = ["fix", "diff", "watch", "write_baseline"])]
+    pub add_noqa: bool,
     /// Fixes applied by the rounds of this `--fix` run so far (each round lints again).
     #[arg(skip)]
     pub fixed: usize,
