@@ -213,3 +213,37 @@ fn add_noqa_suppresses_every_finding_and_keeps_other_tools_codes() {
         again.stderr
     );
 }
+
+/// TL201's fix removes the flush with its line, or leaves `pass` where it was a block's only
+/// statement.
+#[test]
+fn a_flush_per_batch_is_removed_and_an_emptied_block_keeps_pass() {
+    let project = Project::new();
+    let script = "\
+import torch
+from torch import nn
+
+model = nn.Linear(4, 1).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(10):
+    loss = model(torch.randn(2, 4, device=\"cuda\")).sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    torch.cuda.empty_cache()
+    if step % 2 == 0:
+        torch.cuda.empty_cache()
+";
+    project.write("train.py", script);
+    let run = project.run(&["check", "--no-cache", "--fix", "--unsafe-fixes", "train.py"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("train.py")).unwrap(),
+        script
+            .replace(
+                "    opt.step()\n    torch.cuda.empty_cache()\n",
+                "    opt.step()\n"
+            )
+            .replace("        torch.cuda.empty_cache()\n", "        pass\n")
+    );
+}
