@@ -38,13 +38,6 @@ def verdict(report, code, line):
     return {}
 
 
-def part(split, what):
-    for item in (split or {}).get("parts", []):
-        if item["what"] == what:
-            return item["bytes"]
-    return None
-
-
 def largest_part(split):
     parts = (split or {}).get("parts", [])
     return max(parts, key=lambda item: item["bytes"])["what"] if parts else None
@@ -61,6 +54,16 @@ def main():
     def check(case, what, ok, seen):
         rows.append((case, what, "ok" if ok else "FAIL", str(seen)[:150]))
 
+    def check_held_by_activations(case, oom, place):
+        """An out-of-memory error that tensors caused, not fragmentation: activations are the
+        largest part of its budget, and `place` (file:line) holds the most."""
+        check(case, "not fragmentation",
+              (oom.get("fragmentation") or "").startswith("not fragmentation"), oom.get("fragmentation"))
+        check(case, "activations hold the memory",
+              largest_part(oom.get("budget")) == "activations and other tensors", oom.get("budget"))
+        held = [line["place"] for line in oom.get("held_by", [])]
+        check(case, "held at the error by " + place, held[:1] == [place], held)
+
     # 1. Evaluation without no_grad, every epoch's loss kept: out of memory in the third epoch
     #    under a 1.3 GiB cap, with the evaluation line on the stack.
     report, done = probe(args, "eval_without_no_grad.py", ["--until-exit", "--max-memory", "1.3"])
@@ -72,13 +75,7 @@ def main():
           "TL101:26" in oom.get("findings_on_stack", []), oom.get("findings_on_stack"))
     check("eval_without_no_grad", "TL101:26 confirmed",
           verdict(report, "TL101", 26).get("status") == "confirmed", verdict(report, "TL101", 26).get("summary"))
-    check("eval_without_no_grad", "not fragmentation",
-          (oom.get("fragmentation") or "").startswith("not fragmentation"), oom.get("fragmentation"))
-    check("eval_without_no_grad", "activations hold the memory",
-          largest_part(oom.get("budget")) == "activations and other tensors", oom.get("budget"))
-    held = [line["place"] for line in oom.get("held_by", [])]
-    check("eval_without_no_grad", "held at the error by the evaluation line",
-          held[:1] == ["eval_without_no_grad.py:26"], held)
+    check_held_by_activations("eval_without_no_grad", oom, "eval_without_no_grad.py:26")
 
     # 2. losses.append(loss): each step's graph kept.
     report, _ = probe(args, "losses_append.py", [])
@@ -127,13 +124,7 @@ def main():
     report, _ = probe(args, "too_big_batch.py", ["--max-memory", "2"])
     oom = report.get("out_of_memory") or {}
     check("too_big_batch", "runs out of memory in the first step", bool(oom), oom.get("message"))
-    check("too_big_batch", "not fragmentation",
-          (oom.get("fragmentation") or "").startswith("not fragmentation"), oom.get("fragmentation"))
-    check("too_big_batch", "activations hold the memory",
-          largest_part(oom.get("budget")) == "activations and other tensors", oom.get("budget"))
-    held = [line["place"] for line in oom.get("held_by", [])]
-    check("too_big_batch", "held at the error by the forward's line",
-          held[:1] == ["too_big_batch.py:12"], held)
+    check_held_by_activations("too_big_batch", oom, "too_big_batch.py:12")
     confirmed = [f["code"] for f in report.get("findings", []) if f["verdict"]["status"] == "confirmed"]
     check("too_big_batch", "no leak confirmed", not confirmed, confirmed)
 

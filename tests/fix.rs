@@ -127,6 +127,14 @@ fn fix_and_diff_refuse_stdin() {
     );
 }
 
+/// `train.py` holding `script`, after `--fix --unsafe-fixes` fixed every finding in it.
+fn fixed_with_unsafe_fixes(project: &Project, script: &str) -> String {
+    project.write("train.py", script);
+    let run = project.run(&["check", "--no-cache", "--fix", "--unsafe-fixes", "train.py"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    std::fs::read_to_string(project.path().join("train.py")).unwrap()
+}
+
 /// TL102's fix keeps a number, or a copy without the graph where the list is stacked later;
 /// the fixed file still parses for Python itself.
 #[test]
@@ -151,10 +159,7 @@ for step in range(10):
     outputs.append(loss * 2)
 stacked = torch.stack(outputs)
 ";
-    project.write("train.py", script);
-    let run = project.run(&["check", "--no-cache", "--fix", "--unsafe-fixes", "train.py"]);
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
-    let fixed = std::fs::read_to_string(project.path().join("train.py")).unwrap();
+    let fixed = fixed_with_unsafe_fixes(&project, script);
     assert_eq!(
         fixed,
         script
@@ -234,11 +239,8 @@ for step in range(10):
     if step % 2 == 0:
         torch.cuda.empty_cache()
 ";
-    project.write("train.py", script);
-    let run = project.run(&["check", "--no-cache", "--fix", "--unsafe-fixes", "train.py"]);
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     assert_eq!(
-        std::fs::read_to_string(project.path().join("train.py")).unwrap(),
+        fixed_with_unsafe_fixes(&project, script),
         script
             .replace(
                 "    opt.step()\n    torch.cuda.empty_cache()\n",

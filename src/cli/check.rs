@@ -549,20 +549,19 @@ fn add_noqa(files: &[FileDiagnostics]) -> FixRound {
                 codes.push(diagnostic.rule.code.clone());
             }
         }
-        let Ok(bytes) = std::fs::read(path) else {
-            continue;
+        let bom = match on_disk(file) {
+            OnDisk::Unreadable => continue,
+            OnDisk::Changed => {
+                round.errors.push(FileError::new(
+                    path,
+                    "no noqa added: it changed since it was linted, or is not UTF-8; run again"
+                        .to_owned(),
+                ));
+                continue;
+            }
+            OnDisk::Unchanged { bom } => bom,
         };
-        let (bom, body) = match bytes.strip_prefix(b"\xEF\xBB\xBF") {
-            Some(body) => (&bytes[..3], body),
-            None => (&bytes[..0], &bytes[..]),
-        };
-        let tree = crate::parse::parse(file.source.text(), None);
-        let (Ok(tree), true) = (tree, body == file.source.text().as_bytes()) else {
-            round.errors.push(FileError::new(
-                path,
-                "no noqa added: it changed since it was linted, or is not UTF-8; run again"
-                    .to_owned(),
-            ));
+        let Ok(tree) = crate::parse::parse(file.source.text(), None) else {
             continue;
         };
         let (text, added, skipped) = crate::suppression::add_noqa(&file.source, &tree, &rows);
@@ -575,9 +574,7 @@ fn add_noqa(files: &[FileDiagnostics]) -> FixRound {
         if added == 0 {
             continue;
         }
-        let mut out = bom.to_vec();
-        out.extend_from_slice(text.as_bytes());
-        match crate::files::write_output(path, &out) {
+        match write_with_bom(path, bom, &text) {
             Ok(()) => round.fixed += added,
             Err(error) => round
                 .errors
@@ -585,6 +582,44 @@ fn add_noqa(files: &[FileDiagnostics]) -> FixRound {
         }
     }
     round
+}
+
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// A linted file as it stands on disk, before it is rewritten.
+enum OnDisk {
+    Unreadable,
+    /// Its bytes are no longer the linted text (edited since, or not UTF-8).
+    Changed,
+    /// Its bytes are the linted text, after a BOM if `bom`.
+    Unchanged {
+        bom: bool,
+    },
+}
+
+fn on_disk(file: &FileDiagnostics) -> OnDisk {
+    let Ok(bytes) = std::fs::read(file.source.name()) else {
+        return OnDisk::Unreadable;
+    };
+    let (bom, body) = match bytes.strip_prefix(BOM) {
+        Some(body) => (true, body),
+        None => (false, &bytes[..]),
+    };
+    if body == file.source.text().as_bytes() {
+        OnDisk::Unchanged { bom }
+    } else {
+        OnDisk::Changed
+    }
+}
+
+/// Replaces a file atomically with `text`, after the BOM it had.
+fn write_with_bom(path: &Path, bom: bool, text: &str) -> io::Result<()> {
+    let mut out = Vec::with_capacity(text.len() + BOM.len());
+    if bom {
+        out.extend_from_slice(BOM);
+    }
+    out.extend_from_slice(text.as_bytes());
+    crate::files::write_output(path, &out)
 }
 
 /// Fixes never loop for ever: a fix that keeps producing fixable findings stops here (Ruff's
@@ -613,27 +648,23 @@ fn fix_files(files: &[FileDiagnostics], allowed: fix::Allowed, write: bool) -> F
         if path.extension().is_some_and(|ext| ext == "ipynb") {
             continue; // A notebook's findings point into its cells, not the file's bytes.
         }
-        let Ok(bytes) = std::fs::read(path) else {
-            continue;
+        let bom = match on_disk(file) {
+            OnDisk::Unreadable => continue,
+            OnDisk::Changed => {
+                round.errors.push(FileError::new(
+                    path,
+                    "not fixed: it changed since it was linted, or is not UTF-8; run again"
+                        .to_owned(),
+                ));
+                continue;
+            }
+            OnDisk::Unchanged { bom } => bom,
         };
-        let (bom, body) = match bytes.strip_prefix(b"\xEF\xBB\xBF") {
-            Some(body) => (&bytes[..3], body),
-            None => (&bytes[..0], &bytes[..]),
-        };
-        if body != file.source.text().as_bytes() {
-            round.errors.push(FileError::new(
-                path,
-                "not fixed: it changed since it was linted, or is not UTF-8; run again".to_owned(),
-            ));
-            continue;
-        }
         let Some(applied) = fix::apply(file.source.text(), &file.diagnostics, allowed) else {
             continue;
         };
         if write {
-            let mut out = bom.to_vec();
-            out.extend_from_slice(applied.text.as_bytes());
-            if let Err(error) = crate::files::write_output(path, &out) {
+            if let Err(error) = write_with_bom(path, bom, &applied.text) {
                 round.errors.push(FileError::new(
                     path,
                     format!("cannot write the fixes: {error}"),

@@ -346,16 +346,22 @@ pub fn run(options: &Options) -> Result<Probed, String> {
         flagged_text: String::new(),
         growth_kept_by: None,
     };
-    for ((diagnostic, hits), target) in watched.iter().zip(&hits_by_target).zip(&targets) {
+    // A watched line's verdict; `growth_kept_by` names the line that keeps what the loop grows.
+    let judge = |index: usize, growth_kept_by: Option<String>| {
         let context = verdict::Context {
-            flagged_text: target.text.clone(),
+            flagged_text: targets[index].text.clone(),
+            growth_kept_by,
             ..context.clone()
         };
-        let mut hits: Vec<&Hit> = hits.iter().collect();
+        let mut hits: Vec<&Hit> = hits_by_target[index].iter().collect();
         hits.sort_by_key(|hit| hit.n);
+        verdict::judge_with_run(watched[index].code(), &hits, &context, &report.summary)
+    };
+    for (index, diagnostic) in watched.iter().enumerate() {
+        let verdict = judge(index, None);
         report.findings.push(WatchedFinding {
             finding: finding_ref(&source, diagnostic),
-            verdict: verdict::judge_with_run(diagnostic.code(), &hits, &context, &report.summary),
+            verdict,
         });
     }
     // One loop's growth, seen by every watched line in it, belongs to the line that keeps
@@ -367,28 +373,15 @@ pub fn run(options: &Options) -> Result<Probed, String> {
             && watched.verdict.class.grows()
     });
     if let Some(keeper) = keeper.map(|k| format!("line {} ({})", k.finding.line, k.finding.code)) {
-        for (index, ((diagnostic, hits), target)) in watched
-            .iter()
-            .zip(&hits_by_target)
-            .zip(&targets)
-            .enumerate()
-        {
-            if diagnostic.code() != "TL101" || !report.findings[index].verdict.class.grows() {
-                continue;
+        for (index, finding) in report.findings.iter_mut().enumerate() {
+            if finding.finding.code == "TL101" && finding.verdict.class.grows() {
+                finding.verdict = judge(index, Some(keeper.clone()));
             }
-            let context = verdict::Context {
-                flagged_text: target.text.clone(),
-                growth_kept_by: Some(keeper.clone()),
-                ..context.clone()
-            };
-            let mut hits: Vec<&Hit> = hits.iter().collect();
-            hits.sort_by_key(|hit| hit.n);
-            report.findings[index].verdict =
-                verdict::judge_with_run("TL101", &hits, &context, &report.summary);
         }
     }
     report.budget = budget::for_run(&budgets);
-    report.budgets = budgets.clone();
+    let budget_at_out_of_memory = budget::at_out_of_memory(&budgets);
+    report.budgets = budgets;
     report.steps = attributions
         .iter()
         .filter_map(|snapshot| Some((snapshot.step?, snapshot.t)))
@@ -404,13 +397,7 @@ pub fn run(options: &Options) -> Result<Probed, String> {
     // Read once every finding has its verdict: the post-mortem names those on its stack.
     report.out_of_memory = out_of_memory.map(|error| {
         let held_by = attribution::at_out_of_memory(&attributions, &findings_at);
-        post_mortem(
-            error,
-            budget::at_out_of_memory(&budgets),
-            held_by,
-            &absolute,
-            &report,
-        )
+        post_mortem(error, budget_at_out_of_memory, held_by, &absolute, &report)
     });
     Ok(Probed {
         report,
