@@ -439,7 +439,7 @@ class Budget:
     """What the script's parameters, their gradients and its optimizers' state hold: the split
     of device memory at its peak and at an out-of-memory error. Found by instrumenting their
     construction, not by names: torch's global hook on parameter registration sees every
-    `nn.Module` parameter (frozen ones too), its global hook after `optimizer.step()` every
+    `nn.Module` parameter (frozen ones too), its global hook before `optimizer.step()` every
     optimizer that holds state. Both are in place from the moment torch is imported."""
 
     def __init__(self):
@@ -456,7 +456,9 @@ class Budget:
         if register is not None:
             register(self.saw_parameter)
         optim = importlib.import_module("torch.optim.optimizer")  # torch imports it lazily
-        on_step = getattr(optim, "register_optimizer_step_post_hook", None)
+        # Before the step, not after: the first step creates the state, and a peak read while
+        # it runs must count that state as the optimizer's, not as other tensors.
+        on_step = getattr(optim, "register_optimizer_step_pre_hook", None)
         if on_step is not None:
             on_step(self.saw_optimizer)
 
@@ -554,12 +556,22 @@ class Attribution:
 
     def __init__(self):
         self.enabled = False
+        self.ready = False  # recording, and the snapshot's own imports done on the script's thread
 
     def install(self, emitter, torch):
         def record():
             try:
                 torch.cuda.memory._record_memory_history(
                     enabled="state", context="state", stacks="python")
+                # The first snapshot that symbolizes a Python frame makes torch import
+                # torch._inductor (and torch._dynamo with it). Taken from the sampler thread
+                # while the script imports torch._dynamo, the two imports deadlock and Python
+                # breaks the cycle with a partially initialised module: the script fails. So
+                # that import happens here, on the script's thread, once, as CUDA starts.
+                probe = torch.empty(1, device="cuda")
+                torch.cuda.memory._snapshot()
+                del probe
+                self.ready = True
             except Exception as exc:
                 emitter.error(describe_failure("cannot record allocation stacks (--attribute)", exc))
 
@@ -633,7 +645,7 @@ def emit_budget(emitter, at):
         emitter.emit(BUDGET.event(torch, at))
     except Exception as exc:
         emitter.error(describe_failure("reading the memory budget", exc))
-    if ATTRIBUTION.enabled and initialised_cuda(torch) is not None:
+    if ATTRIBUTION.ready and initialised_cuda(torch) is not None:
         try:
             emitter.emit(ATTRIBUTION.event(torch, at))
         except Exception as exc:
@@ -1313,7 +1325,7 @@ class Probe:
         if self.step_snapshots >= STEP_SNAPSHOTS or not (n <= 10 or n % 10 == 0):
             return
         torch = loaded_torch()
-        if torch is None or initialised_cuda(torch) is None:
+        if torch is None or not ATTRIBUTION.ready or initialised_cuda(torch) is None:
             return
         self.step_snapshots += 1
         try:
