@@ -290,6 +290,64 @@ with torch.no_grad():
 }
 
 #[test]
+fn a_graph_retained_for_a_second_backward_is_not_confirmed() {
+    let Some(python) = require_torch("a_graph_retained_for_a_second_backward_is_not_confirmed")
+    else {
+        return;
+    };
+    let project = Project::new();
+    // A GAN step: the discriminator's loss retains the graph of `fake`, through which the
+    // generator's loss backpropagates next. The same loop without that second backward keeps
+    // each step's graph for nothing.
+    let gan = "\
+import torch
+from torch import nn
+
+gen, disc = nn.Linear(4, 8), nn.Linear(8, 1)
+opt_g = torch.optim.SGD(gen.parameters(), lr=0.01)
+opt_d = torch.optim.SGD(disc.parameters(), lr=0.01)
+for step in range(40):
+    fake = gen(torch.randn(16, 4))
+    opt_d.zero_grad()
+    d_loss = disc(fake).mean() - disc(torch.randn(16, 8)).mean()
+    d_loss.backward(retain_graph=True)
+    opt_d.step()
+    opt_g.zero_grad()
+    g_loss = -disc(fake).mean()
+    g_loss.backward()
+    opt_g.step()
+";
+    project.write("gan.py", gan);
+    project.write(
+        "plain.py",
+        gan.replace(
+            "-disc(fake).mean()",
+            "-disc(gen(torch.randn(16, 4))).mean()",
+        ),
+    );
+    let python = python.to_str().unwrap();
+    let judged = |script: &str| {
+        let run = probe(
+            &project,
+            python,
+            &[script, "--watch", "TL107:11", "--output-format", "json"],
+        );
+        verdict(&json(&run), "TL107", 11).clone()
+    };
+    let shared = judged("gan.py");
+    assert_eq!(shared["status"], "not-reproduced", "{shared:#}");
+    assert!(
+        shared["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("a second backward ran through the retained graph"),
+        "{shared:#}"
+    );
+    let kept = judged("plain.py");
+    assert_eq!(kept["status"], "confirmed", "{kept:#}");
+}
+
+#[test]
 fn probe_confirms_float64_batches() {
     let Some(python) = require_torch("probe_confirms_float64_batches") else {
         return;

@@ -227,6 +227,10 @@ pub struct Hit {
     /// Seconds the line took (from its start to the next line event in the same frame).
     #[serde(default)]
     pub seconds: Option<f64>,
+    /// TL107: whether a later backward ran through the graph the previous hit retained,
+    /// before this hit (None: not watched, or no graph was retained then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reused: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

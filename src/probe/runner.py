@@ -763,6 +763,58 @@ def count_nodes(roots, limit=NODE_LIMIT):
     return len(seen)
 
 
+class RetainedGraphUse:
+    """Whether a later backward runs through a graph a line retained, before the line runs
+    again: a pre-hook on each of the graph's nodes (not the parameters' `AccumulateGrad`
+    nodes, which every step's graph shares) sets a flag. Read and removed at the next hit,
+    whose `reused` tells of the previous one's graph; only on measured hits."""
+
+    NODES = 2000  # nodes hooked per hit, at most
+
+    def __init__(self):
+        self.handles = []
+        self.used = None
+
+    def observe(self, event, code, frame):
+        if self.used is not None:
+            event["reused"] = self.used[0]
+        for handle in self.handles:
+            try:
+                handle.remove()
+            except Exception:
+                pass
+        self.handles = []
+        self.used = None
+        try:
+            root = eval(code, frame.f_globals, frame.f_locals)
+            grad_fn = getattr(root, "grad_fn", None)
+        except Exception:
+            return
+        if grad_fn is None:
+            return
+        used = [False]
+
+        def pre_hook(grad_outputs):
+            used[0] = True
+
+        stack, seen, keep = [grad_fn], set(), []  # wrappers kept alive: their ids stay unique
+        while stack and len(seen) < self.NODES:
+            node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            keep.append(node)
+            if type(node).__name__ == "AccumulateGrad":
+                continue
+            try:
+                self.handles.append(node.register_prehook(pre_hook))
+                successors = node.next_functions
+            except Exception:
+                continue
+            stack.extend(successor for successor, _ in successors if successor is not None)
+        self.used = used
+
+
 def describe_tensor(tensor, deep):
     """Graph, dtype, device, size and hooks of a tensor: each well under a microsecond; the
     graph walk (`deep`) only on measured hits."""
@@ -1128,7 +1180,8 @@ class Target:
     """One watched finding: its trigger line, what to read there, and its hits so far."""
 
     __slots__ = ("id", "rule", "line", "lo", "hi", "exprs", "want_pinned", "want_allocs",
-                 "anomaly_after", "walk", "n", "done", "pending", "states", "exits", "hits")
+                 "anomaly_after", "walk", "reuse", "n", "done", "pending", "states", "exits",
+                 "hits")
 
     def __init__(self, ident, rule, stmt, texts):
         self.id = ident
@@ -1142,6 +1195,9 @@ class Target:
         self.want_allocs = rule == "TL201"
         self.anomaly_after = rule == "TL202"  # the line switches it on: read it afterwards
         self.walk = rule == "TL108"
+        # TL107: whether the graph kept by `retain_graph=True` is backpropagated again before
+        # the line runs next (a GAN's generator loss through the discriminator's forward).
+        self.reuse = RetainedGraphUse() if rule == "TL107" else None
         self.hits = 0  # hits wanted; set from the plan (a growth rule may want more)
         self.n = 0
         self.done = False
@@ -1389,6 +1445,8 @@ class Probe:
             self.emitter.error(describe_failure("reading the memory counters", exc))
         if target.exprs and frame is not None:
             event["values"] = self.read_values(target, frame, measured)
+            if target.reuse is not None and measured:
+                target.reuse.observe(event, target.exprs[0][1], frame)
         frame = None
         event["t"] = wall_clock()
         wanted = target.hits or self.hits

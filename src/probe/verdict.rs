@@ -635,6 +635,19 @@ fn retained_graph(hits: &[&Hit], m: &Measures) -> Decision {
             format!("{growth}: the retained graphs chain across iterations"),
         );
     }
+    // A second backward through the same forward (a GAN's generator loss through the
+    // discriminator's pass, losses stepped one after another) needs the graph retained.
+    let read: Vec<bool> = hits.iter().filter_map(|hit| hit.reused).collect();
+    let reused = read.iter().filter(|&&reused| reused).count();
+    if !read.is_empty() && reused * 2 >= read.len() {
+        return Decision::not_reproduced(
+            m.class(),
+            format!(
+                "a second backward ran through the retained graph before the line ran again on {reused}/{} hits: that backward is what retain_graph=True keeps the graph for",
+                read.len()
+            ),
+        );
+    }
     let node_counts: Vec<u64> = hits
         .iter()
         .filter_map(|hit| max_value(hit, |v| v.nodes))
@@ -2261,6 +2274,23 @@ mod tests {
 
         let released = Stream::new(30).nodes(&[0; 30]).judge("TL107", &context());
         assert_eq!(released.status, Status::NotReproduced);
+    }
+
+    #[test]
+    fn a_graph_retained_for_a_second_backward_is_not_a_hazard() {
+        // A GAN: the discriminator's loss retains the graph that the generator's loss then
+        // backpropagates through (the first hit has no previous graph to tell of).
+        let verdict = Stream::new(30)
+            .nodes(&RETAIN_GRAPH_PLAIN_NODES)
+            .grad_fn(true)
+            .hit(|hit| hit.reused = (hit.n > 1).then_some(true))
+            .judge("TL107", &context());
+        assert_eq!(verdict.status, Status::NotReproduced);
+        assert!(
+            verdict.summary.contains("on 29/29 hits"),
+            "{}",
+            verdict.summary
+        );
     }
 
     #[test]
