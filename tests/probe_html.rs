@@ -227,6 +227,13 @@ fn page_is_self_contained_and_escapes_the_run_text() {
     assert!(page.contains("<tr><th>activations and other tensors</th><td>4.0 GiB</td></tr>"));
     // The timeline: a bar stacked by the budget's parts where it was read, and step ticks.
     assert_eq!(page.matches("<rect class=\"budget\"").count(), 4, "{page}");
+    // And the curves split by it from that read on, stacked: a layer per part.
+    assert_eq!(
+        page.matches("<polygon class=\"budget-area\"").count(),
+        5,
+        "{page}"
+    );
+    assert!(page.contains("<title>activations and other tensors</title></polygon>"));
     assert!(page.contains("<title>parameters: 1.0 GiB</title>"));
     assert!(page.contains("<title>step 10</title>"));
     assert!(

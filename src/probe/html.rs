@@ -5,6 +5,7 @@
 use std::fmt::Write;
 
 use super::budget::Split;
+use super::events::Budget;
 use super::report::{ProbeReport, WatchedFinding};
 use super::verdict::{Class, Status, fmt_bytes};
 
@@ -256,6 +257,9 @@ fn timeline(report: &ProbeReport) -> String {
          aria-label=\"memory over time, with the hits of each watched line\">"
     );
     axes(&mut svg, &frame, curves.is_empty(), step);
+    if !curves.is_empty() {
+        budget_areas(&mut svg, &frame, report);
+    }
     for curve in &curves {
         let points: Vec<String> = thin(&curve.points)
             .iter()
@@ -554,6 +558,65 @@ fn budget_bars(svg: &mut String, frame: &Frame, report: &ProbeReport) {
                 fmt_bytes(part.bytes as f64)
             );
         }
+    }
+}
+
+/// The allocator's curves split by the budget over time, stacked: from each sample's allocated
+/// and reserved bytes and the last budget read before it (parameters, gradients and optimizer
+/// state change only at a step; what else is allocated is activations and other tensors, the
+/// rest of the reserved memory the cache). Drawn from the first budget on, under the curves.
+fn budget_areas(svg: &mut String, frame: &Frame, report: &ProbeReport) {
+    let budgets: Vec<&Budget> = report.budgets.iter().filter(|b| b.device).collect();
+    let mut columns: Vec<(f64, [f64; 5])> = Vec::new();
+    for sample in &report.samples {
+        let (Some(allocated), Some(reserved)) = (sample.allocated, sample.reserved) else {
+            continue;
+        };
+        let Some(budget) = budgets.iter().rev().find(|budget| budget.t <= sample.t) else {
+            continue;
+        };
+        let allocated = allocated as f64;
+        let optimizers: u64 = budget.optimizers.iter().map(|o| o.bytes).sum();
+        // Cumulative tops, each within what the allocator held at that sample.
+        let mut tops = [0.0; 5];
+        let mut top = 0.0;
+        for (at, bytes) in [budget.parameters, budget.gradients, optimizers]
+            .into_iter()
+            .enumerate()
+        {
+            top = (top + bytes as f64).min(allocated);
+            tops[at] = top;
+        }
+        tops[3] = allocated;
+        tops[4] = (reserved as f64).max(allocated);
+        columns.push((sample.t - report.started, tops));
+    }
+    if columns.len() < 2 {
+        return;
+    }
+    // At most about one column per pixel.
+    let stride = columns.len().div_ceil(WIDTH as usize).max(1);
+    let last = columns.len() - 1;
+    let columns: Vec<&(f64, [f64; 5])> = columns
+        .iter()
+        .enumerate()
+        .filter(|(at, _)| at % stride == 0 || *at == last)
+        .map(|(_, column)| column)
+        .collect();
+    for (layer, (what, colour)) in BUDGET_COLOURS.iter().enumerate() {
+        let upper = columns
+            .iter()
+            .map(|(t, tops)| format!("{:.1},{:.1}", frame.x(*t), frame.y(tops[layer])));
+        let lower = columns.iter().rev().map(|(t, tops)| {
+            let bottom = if layer == 0 { 0.0 } else { tops[layer - 1] };
+            format!("{:.1},{:.1}", frame.x(*t), frame.y(bottom))
+        });
+        let points: Vec<String> = upper.chain(lower).collect();
+        let _ = writeln!(
+            svg,
+            "<polygon class=\"budget-area\" fill=\"{colour}\" fill-opacity=\"0.45\" stroke=\"none\" points=\"{}\"><title>{what}</title></polygon>",
+            points.join(" ")
+        );
     }
 }
 
