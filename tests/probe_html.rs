@@ -258,6 +258,12 @@ fn page_is_self_contained_and_escapes_the_run_text() {
         40,
         "{page}"
     );
+    // Each hit's own counter, read as the line ended (the leak's 30th hit: 1 GiB + 240 MiB),
+    // not the timeline's sample before it.
+    assert!(
+        page.contains("hit number (allocated from 1.0 GiB to 1.2 GiB)"),
+        "{page}"
+    );
     // A hit says when, the memory then, and its change since the line's previous hit.
     let hit7 = regex::Regex::new(
         r"<title>TL102 line 42, hit 7: 2\.40 s, allocated [0-9.]+ [GM]iB \(\+[0-9.]+ (MiB|bytes) since hit 6\)</title>",

@@ -310,7 +310,17 @@ fn by_hit(report: &ProbeReport) -> String {
                 .filter(|hit| hit.target == target)
                 .filter_map(|hit| {
                     let t = hit.t - report.started;
-                    value_at(curve, t).map(|value| (hit.n, t, value))
+                    // The hit's own counter, read right after the line ran; the timeline's
+                    // last sample before it only where the hit has none (samples come every
+                    // 0.1 s: a fast loop's hits would all read the same one).
+                    let own = match curve.name {
+                        "allocated" => hit.allocated,
+                        "host RSS" => hit.rss,
+                        _ => None,
+                    };
+                    own.map(|bytes| bytes as f64)
+                        .or_else(|| value_at(curve, t))
+                        .map(|value| (hit.n, t, value))
                 })
                 .collect();
             (target, points)
