@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use torchlint::probe::attribution::{Attributed, Growing, Held};
+use torchlint::probe::attribution::{Attributed, Growing, Held, OverTime};
 use torchlint::probe::budget::Split;
 use torchlint::probe::events::{Budget, DeviceSample, Exit, Hit, OptimizerState, Sample, Value};
 use torchlint::probe::html;
@@ -147,6 +147,18 @@ fn gpu_report() -> ProbeReport {
                 findings: Vec::new(),
             }],
             snapshots: 6,
+            over_time: vec![
+                OverTime {
+                    place: "data<x>.py:7".to_owned(),
+                    bytes: (0..6)
+                        .map(|i| (STARTED + 1.0 + i as f64, (10 + i * 178) * MIB))
+                        .collect(),
+                },
+                OverTime {
+                    place: "train.py:42".to_owned(),
+                    bytes: vec![(STARTED + 6.0, 6 * GIB)],
+                },
+            ],
         }),
         budget: Some(Split::of(Budget {
             at: "peak".to_owned(),
@@ -236,6 +248,13 @@ fn page_is_self_contained_and_escapes_the_run_text() {
     assert!(page.contains("<title>activations and other tensors</title></polygon>"));
     assert!(page.contains("<title>parameters: 1.0 GiB</title>"));
     assert!(page.contains("<title>step 10</title>"));
+    // The lines the report lists, over time (a line read once has no series to draw).
+    assert_eq!(
+        page.matches("<polyline class=\"held-line\"").count(),
+        1,
+        "{page}"
+    );
+    assert!(page.contains(">data&lt;x&gt;.py:7</text>"), "{page}");
     assert!(
         page.contains("<tr><td><code>train.py:42     6.0 GiB    50%  TL102</code></td></tr>"),
         "{page}"

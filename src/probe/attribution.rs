@@ -46,7 +46,22 @@ pub struct Attributed {
     pub growing: Vec<Growing>,
     /// Snapshots read (new peaks of allocated memory, the end of the run).
     pub snapshots: usize,
+    /// The bytes each of those lines (held at the peak, or growing) held at every snapshot
+    /// that lists it, in time order: the HTML timeline draws them.
+    pub over_time: Vec<OverTime>,
 }
+
+/// One line's live bytes over the run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OverTime {
+    pub place: String,
+    /// (seconds since the Unix epoch, bytes), at the snapshots that list the line (one that
+    /// does not held less than every line it lists).
+    pub bytes: Vec<(f64, u64)>,
+}
+
+/// Lines drawn over time, at most.
+const OVER_TIME: usize = 6;
 
 /// Lines held at one moment that the report lists.
 const SHOWN: usize = 8;
@@ -130,11 +145,53 @@ pub fn for_run(snapshots: &[Attribution], findings: &FindingsAt) -> Option<Attri
         .iter()
         .filter(|snapshot| snapshot.at != "out_of_memory")
         .max_by_key(|snapshot| snapshot.total)?;
+    let at_peak = held(peak, findings);
+    let growing = growing(snapshots, findings);
+    let over_time = over_time(snapshots, findings, &at_peak, &growing);
     Some(Attributed {
-        at_peak: held(peak, findings),
-        growing: growing(snapshots, findings),
+        at_peak,
+        growing,
         snapshots: snapshots.len(),
+        over_time,
     })
+}
+
+/// The series of the lines the report lists: the growing ones first, then those holding the
+/// most at the peak.
+fn over_time(
+    snapshots: &[Attribution],
+    findings: &FindingsAt,
+    at_peak: &[Held],
+    growing: &[Growing],
+) -> Vec<OverTime> {
+    let mut places: Vec<&str> = Vec::new();
+    for place in growing
+        .iter()
+        .map(|line| line.place.as_str())
+        .chain(at_peak.iter().map(|line| line.place.as_str()))
+    {
+        if !places.contains(&place) && places.len() < OVER_TIME {
+            places.push(place);
+        }
+    }
+    let mut ordered: Vec<&Attribution> = snapshots.iter().collect();
+    ordered.sort_by(|a, b| a.t.total_cmp(&b.t));
+    places
+        .into_iter()
+        .map(|place| OverTime {
+            place: place.to_owned(),
+            bytes: ordered
+                .iter()
+                .filter_map(|snapshot| {
+                    snapshot
+                        .lines
+                        .iter()
+                        .find(|line| findings.place(&line.file, line.line) == place)
+                        .map(|line| (snapshot.t, line.bytes))
+                })
+                .collect(),
+        })
+        .collect()
 }
 
 /// The lines holding the memory when the script ran out of it.

@@ -276,6 +276,7 @@ fn timeline(report: &ProbeReport) -> String {
     legend(&mut svg, &curves);
     if !curves.is_empty() {
         budget_bars(&mut svg, &frame, report);
+        held_over_time(&mut svg, &frame, report);
     }
     step_markers(&mut svg, &frame, report);
     out_of_memory_marker(&mut svg, &frame, report);
@@ -626,6 +627,42 @@ fn budget_areas(svg: &mut String, frame: &Frame, report: &ProbeReport) {
             svg,
             "<polygon class=\"budget-area\" fill=\"{colour}\" fill-opacity=\"0.45\" stroke=\"none\" points=\"{}\"><title>{what}</title></polygon>",
             points.join(" ")
+        );
+    }
+}
+
+/// `--attribute`: the bytes each line the report lists held at each snapshot, dashed, named
+/// at its last point.
+fn held_over_time(svg: &mut String, frame: &Frame, report: &ProbeReport) {
+    let Some(attributed) = &report.attribution else {
+        return;
+    };
+    for (at, line) in attributed.over_time.iter().enumerate() {
+        if line.bytes.len() < 2 {
+            continue;
+        }
+        let colour = FINDING_COLOURS[at % FINDING_COLOURS.len()];
+        let points: Vec<(f64, f64)> = line
+            .bytes
+            .iter()
+            .map(|&(t, bytes)| (frame.x(t - report.started), frame.y(bytes as f64)))
+            .collect();
+        let place = escape(&line.place);
+        let _ = writeln!(
+            svg,
+            "<polyline class=\"held-line\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"1.5\" stroke-dasharray=\"5 3\" points=\"{}\"><title>{place}</title></polyline>",
+            points
+                .iter()
+                .map(|(x, y)| format!("{x:.1},{y:.1}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        let (x, y) = points[points.len() - 1];
+        let _ = writeln!(
+            svg,
+            "<text class=\"held-label\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" fill=\"{colour}\">{place}</text>",
+            x - 4.0,
+            y - 4.0
         );
     }
 }
