@@ -23,26 +23,28 @@ impl Allowed {
     }
 }
 
-/// The text with the admitted fixes applied, and how many were.
+/// The text with the admitted fixes applied, and which findings' fixes were (their indices in
+/// the slice given).
 #[derive(Debug, PartialEq, Eq)]
 pub struct Applied {
     pub text: String,
-    pub fixed: usize,
+    pub fixed: Vec<usize>,
 }
 
 /// Applies the admitted fixes of `diagnostics` to `text` (in the order of their first edit;
 /// one whose edits overlap an applied one is left for the next round). `None` when none
 /// applies, or when the result would parse with more syntax errors than `text` does.
 pub fn apply(text: &str, diagnostics: &[Diagnostic], allowed: Allowed) -> Option<Applied> {
-    let mut fixes: Vec<&Fix> = diagnostics
+    let mut fixes: Vec<(usize, &Fix)> = diagnostics
         .iter()
-        .filter_map(|diagnostic| diagnostic.fix.as_ref())
-        .filter(|fix| allowed.admits(fix) && !fix.edits.is_empty())
+        .enumerate()
+        .filter_map(|(at, diagnostic)| diagnostic.fix.as_ref().map(|fix| (at, fix)))
+        .filter(|(_, fix)| allowed.admits(fix) && !fix.edits.is_empty())
         .collect();
-    fixes.sort_by_key(|fix| fix.edits.iter().map(|edit| edit.range.start).min());
+    fixes.sort_by_key(|(_, fix)| fix.edits.iter().map(|edit| edit.range.start).min());
     let mut edits = Vec::new();
-    let mut fixed = 0;
-    for fix in fixes {
+    let mut fixed = Vec::new();
+    for (at, fix) in fixes {
         let overlaps = fix.edits.iter().any(|edit| {
             edits.iter().any(|taken: &&crate::diagnostic::Edit| {
                 // Two edits at one offset (an insertion beside a replacement) overlap too:
@@ -58,10 +60,10 @@ pub fn apply(text: &str, diagnostics: &[Diagnostic], allowed: Allowed) -> Option
         });
         if !overlaps && in_text {
             edits.extend(&fix.edits);
-            fixed += 1;
+            fixed.push(at);
         }
     }
-    if fixed == 0 {
+    if fixed.is_empty() {
         return None;
     }
     edits.sort_by_key(|edit| (edit.range.start, edit.range.end));
@@ -155,13 +157,14 @@ mod tests {
             safe,
             Applied {
                 text: "a = f(x, 1)\nb = g(y)\n".into(),
-                fixed: 1
+                fixed: vec![0]
             }
         );
         let all = apply(text, &diagnostics, Allowed::SafeAndUnsafe).unwrap();
         assert_eq!(all.text, "a = f(x, 1)\nb = g(y, 2)\n");
         assert_eq!(
-            all.fixed, 2,
+            all.fixed,
+            [0, 1],
             "the overlapping third waits for the next round"
         );
     }

@@ -249,3 +249,76 @@ for step in range(10):
             .replace("        torch.cuda.empty_cache()\n", "        pass\n")
     );
 }
+
+#[test]
+fn findings_the_run_would_fix_are_marked() {
+    let project = Project::new();
+    project.write("a.py", LOADS);
+    let concise = |extra: &[&str]| {
+        let mut args = vec!["check", "--no-cache", "--output-format", "concise"];
+        args.extend_from_slice(extra);
+        args.push("a.py");
+        project.run(&args).stdout
+    };
+    // Unsafe fixes are not this run's to apply: no mark until `--unsafe-fixes`.
+    assert!(concise(&[]).contains("a.py:3:9: TL108 `torch.load(...)`"));
+    let marked = concise(&["--unsafe-fixes"]);
+    assert!(
+        marked.contains("a.py:3:9: TL108 [*] `torch.load(...)`"),
+        "{marked}"
+    );
+    let full = project.run(&["check", "--no-cache", "--unsafe-fixes", "a.py"]);
+    assert!(
+        full.stdout
+            .contains("warning[TL108]: [*] `torch.load(...)`"),
+        "{}",
+        full.stdout
+    );
+}
+
+#[test]
+fn fix_only_reports_what_it_fixed_and_show_fixes_lists_it() {
+    let project = Project::new();
+    project.write("a.py", LOADS);
+    let run = project.run(&[
+        "check",
+        "--no-cache",
+        "--fix-only",
+        "--unsafe-fixes",
+        "--show-fixes",
+        "a.py",
+    ]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert_eq!(
+        run.stdout,
+        "Fixed 2 findings:\n- a.py:\n    2 × TL108 (load-without-map-location)\n\nFixed 2 findings.\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("a.py")).unwrap(),
+        FIXED
+    );
+    // A finding left (its fix is unsafe, and not asked for): `--fix-only` still exits 0.
+    project.write("b.py", "import torch\nx = [torch.load(p) for p in paths]\n");
+    let run = project.run(&["check", "--no-cache", "--fix-only", "b.py"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert_eq!(run.stdout, "Fixed 0 findings.\n");
+
+    // `--fix --show-fixes`: the list, then the findings left and the summary.
+    project.write("c.py", LOADS);
+    let run = project.run(&[
+        "check",
+        "--no-cache",
+        "--fix",
+        "--unsafe-fixes",
+        "--show-fixes",
+        "c.py",
+    ]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.ends_with(
+            "Fixed 2 findings:\n- c.py:\n    2 × TL108 (load-without-map-location)\n\nFound 2 findings (2 fixed, 0 remaining).\n"
+        ),
+        "{}",
+        run.stdout
+    );
+}

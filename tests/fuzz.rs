@@ -444,6 +444,7 @@ fn check_formats(file: FileDiagnostics) -> Result<(), TestCaseError> {
     let report = Report {
         files: &files,
         rules: &rules,
+        fixes: torchlint::fix::Allowed::Safe,
     };
     let findings = report.count();
     for format in FORMATS {

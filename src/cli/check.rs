@@ -289,8 +289,8 @@ pub fn run(args: CheckArgs) -> u8 {
         if !args.quiet {
             eprintln!(
                 "Added {} noqa directive{}.",
-                added.fixed,
-                if added.fixed == 1 { "" } else { "s" }
+                added.lines,
+                if added.lines == 1 { "" } else { "s" }
             );
         }
         return report_errors(&errors, &internal, 0);
@@ -304,18 +304,18 @@ pub fn run(args: CheckArgs) -> u8 {
         let diffs = fix_files(&files, allowed, false);
         errors.extend(diffs.errors);
         let _ = emit(diffs.diff.as_bytes(), None);
+        let would = diffs.fixed.total();
         if !args.quiet {
             eprintln!(
-                "Would fix {} finding{}.",
-                diffs.fixed,
-                if diffs.fixed == 1 { "" } else { "s" }
+                "Would fix {would} finding{}.",
+                if would == 1 { "" } else { "s" }
             );
         }
-        return report_errors(&errors, &internal, u8::from(diffs.fixed > 0));
+        return report_errors(&errors, &internal, u8::from(would > 0));
     }
-    if args.fix && args.fix_rounds < MAX_FIX_ROUNDS {
+    if (args.fix || args.fix_only) && args.fix_rounds < MAX_FIX_ROUNDS {
         let written = fix_files(&files, allowed, true);
-        if written.fixed > 0 {
+        if written.fixed.total() > 0 {
             for error in &written.errors {
                 eprintln!(
                     "warning: {}: {}",
@@ -326,7 +326,7 @@ pub fn run(args: CheckArgs) -> u8 {
             // Lint the fixed files again: what is left (and fixes that overlapped one just
             // applied) is the next round's, as in Ruff.
             return run(CheckArgs {
-                fixed: args.fixed + written.fixed,
+                fixed: args.fixed.clone().merged(written.fixed),
                 fix_rounds: args.fix_rounds + 1,
                 ..args
             });
@@ -384,11 +384,39 @@ pub fn run(args: CheckArgs) -> u8 {
     let report = Report {
         files: &files,
         rules: &rules,
+        fixes: allowed,
     };
     let count = report.count();
     let mut rendered = Vec::new();
     let to_terminal = args.output_file.is_none() && io::stdout().is_terminal();
     let color = use_color(args.color, to_terminal);
+    if args.fix_only {
+        // Ruff's `--fix-only`: what was fixed, never what is left.
+        let fixed = args.fixed.total();
+        let written = if args.quiet {
+            Ok(())
+        } else {
+            let listed = if args.show_fixes {
+                args.fixed.write(&mut rendered)
+            } else {
+                Ok(())
+            };
+            listed.and_then(|()| {
+                writeln!(
+                    rendered,
+                    "Fixed {fixed} {}.",
+                    if fixed == 1 { "finding" } else { "findings" }
+                )
+            })
+        };
+        if let Err(error) = written.and_then(|()| emit(&rendered, args.output_file.as_deref()))
+            && error.kind() != io::ErrorKind::BrokenPipe
+        {
+            print_error(&error.to_string());
+            return report_errors(&errors, &internal, 2);
+        }
+        return report_errors(&errors, &internal, 0);
+    }
     let written = if args.statistics {
         write_statistics(&report, args.output_format, &mut rendered)
     } else {
@@ -398,14 +426,22 @@ pub fn run(args: CheckArgs) -> u8 {
                 OutputFormat::Full | OutputFormat::Concise
             );
             if text_format && !args.quiet {
-                write_summary(
-                    &mut rendered,
-                    count,
-                    files.len(),
-                    args.fixed,
-                    errors.is_empty() && internal.is_empty(),
-                )
-                .and_then(|()| write_fix_hint(&mut rendered, &files, args.unsafe_fixes))
+                let listed = if args.show_fixes {
+                    args.fixed.write(&mut rendered)
+                } else {
+                    Ok(())
+                };
+                listed
+                    .and_then(|()| {
+                        write_summary(
+                            &mut rendered,
+                            count,
+                            files.len(),
+                            args.fixed.total(),
+                            errors.is_empty() && internal.is_empty(),
+                        )
+                    })
+                    .and_then(|()| write_fix_hint(&mut rendered, &files, args.unsafe_fixes))
             } else {
                 Ok(())
             }
@@ -532,10 +568,16 @@ fn write_fix_hint(
     }
 }
 
-/// `--add-noqa`: each file's finding lines get `# noqa: CODE`, written atomically; `fixed`
-/// counts the lines.
-fn add_noqa(files: &[FileDiagnostics]) -> FixRound {
-    let mut round = FixRound::default();
+/// What `--add-noqa` did: how many lines got a directive, and the files it left alone.
+#[derive(Default)]
+struct Added {
+    lines: usize,
+    errors: Vec<FileError>,
+}
+
+/// `--add-noqa`: each file's finding lines get `# noqa: CODE`, written atomically.
+fn add_noqa(files: &[FileDiagnostics]) -> Added {
+    let mut round = Added::default();
     for file in files {
         let path = file.source.name();
         if path.extension().is_some_and(|ext| ext == "ipynb") {
@@ -575,7 +617,7 @@ fn add_noqa(files: &[FileDiagnostics]) -> FixRound {
             continue;
         }
         match write_with_bom(path, bom, &text) {
-            Ok(()) => round.fixed += added,
+            Ok(()) => round.lines += added,
             Err(error) => round
                 .errors
                 .push(FileError::new(path, format!("cannot add noqa: {error}"))),
@@ -622,6 +664,58 @@ fn write_with_bom(path: &Path, bom: bool, text: &str) -> io::Result<()> {
     crate::files::write_output(path, &out)
 }
 
+/// The fixes a `--fix` run applied, by file and rule (`--show-fixes`), over all its rounds.
+#[derive(Debug, Default, Clone)]
+pub struct Fixed {
+    by_file: BTreeMap<PathBuf, BTreeMap<(String, String), usize>>,
+}
+
+impl Fixed {
+    pub fn total(&self) -> usize {
+        self.by_file.values().flat_map(BTreeMap::values).sum()
+    }
+
+    fn add(&mut self, path: &Path, diagnostic: &Diagnostic) {
+        *self
+            .by_file
+            .entry(path.to_owned())
+            .or_default()
+            .entry((diagnostic.rule.code.clone(), diagnostic.rule.name.clone()))
+            .or_default() += 1;
+    }
+
+    fn merged(mut self, other: Fixed) -> Fixed {
+        for (path, rules) in other.by_file {
+            let into = self.by_file.entry(path).or_default();
+            for (rule, count) in rules {
+                *into.entry(rule).or_default() += count;
+            }
+        }
+        self
+    }
+
+    /// Ruff's `--show-fixes` list: `Fixed N findings:`, then each file and `count × CODE
+    /// (name)`.
+    fn write(&self, out: &mut Vec<u8>) -> io::Result<()> {
+        let total = self.total();
+        if total == 0 {
+            return Ok(());
+        }
+        writeln!(
+            out,
+            "Fixed {total} {}:",
+            if total == 1 { "finding" } else { "findings" }
+        )?;
+        for (path, rules) in &self.by_file {
+            writeln!(out, "- {}:", crate::escape::path(path))?;
+            for ((code, name), count) in rules {
+                writeln!(out, "    {count} × {code} ({name})")?;
+            }
+        }
+        writeln!(out)
+    }
+}
+
 /// Fixes never loop for ever: a fix that keeps producing fixable findings stops here (Ruff's
 /// bound is 100 rounds; ours fix one finding kind each).
 const MAX_FIX_ROUNDS: usize = 10;
@@ -630,7 +724,7 @@ const MAX_FIX_ROUNDS: usize = 10;
 /// not fix.
 #[derive(Default)]
 struct FixRound {
-    fixed: usize,
+    fixed: Fixed,
     diff: String,
     errors: Vec<FileError>,
 }
@@ -678,7 +772,9 @@ fn fix_files(files: &[FileDiagnostics], allowed: fix::Allowed, write: bool) -> F
                 &applied.text,
             ));
         }
-        round.fixed += applied.fixed;
+        for &at in &applied.fixed {
+            round.fixed.add(path, &file.diagnostics[at]);
+        }
     }
     round
 }

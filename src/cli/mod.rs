@@ -246,9 +246,16 @@ pub struct CheckArgs {
     /// other tools' codes kept), for adopting torchlint on an old code base; then exit.
     #[arg(long, conflicts_with_all = ["fix", "diff", "watch", "write_baseline"])]
     pub add_noqa: bool,
+    /// Apply the fixes as `--fix` does, but report neither the findings left nor fail for
+    /// them: exit 0 unless a file could not be linted.
+    #[arg(long, conflicts_with_all = ["diff", "watch", "write_baseline", "add_noqa"])]
+    pub fix_only: bool,
+    /// List the fixes applied, by file and rule, after the findings left.
+    #[arg(long)]
+    pub show_fixes: bool,
     /// Fixes applied by the rounds of this `--fix` run so far (each round lints again).
     #[arg(skip)]
-    pub fixed: usize,
+    pub fixed: check::Fixed,
     #[arg(skip)]
     pub fix_rounds: usize,
 }

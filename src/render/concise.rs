@@ -15,10 +15,11 @@ pub fn render(report: &Report<'_>, color: bool, out: &mut dyn Write) -> io::Resu
         let (start, _) = span(source, diagnostic);
         writeln!(
             out,
-            "{bold}{}{reset}:{}: {red}{}{reset} {}",
+            "{bold}{}{reset}:{}: {red}{}{reset} {}{}",
             crate::escape::path(source.name()),
             position(&start),
             diagnostic.code(),
+            report.fix_mark(diagnostic),
             diagnostic.message
         )?;
     }

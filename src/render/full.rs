@@ -285,9 +285,11 @@ pub fn render(report: &Report<'_>, color: bool, out: &mut dyn Write) -> io::Resu
         .iter()
         .enumerate()
         .flat_map(|(id, file)| {
-            file.diagnostics
-                .iter()
-                .map(move |diagnostic| to_codespan(id, diagnostic))
+            file.diagnostics.iter().map(move |diagnostic| {
+                let mut rendered = to_codespan(id, diagnostic);
+                rendered.message.insert_str(0, report.fix_mark(diagnostic));
+                rendered
+            })
         })
         .collect();
     emit(report.files, &rendered, color, out)

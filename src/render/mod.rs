@@ -52,6 +52,24 @@ pub enum OutputFormat {
 pub struct Report<'a> {
     pub files: &'a [FileDiagnostics],
     pub rules: &'a [Arc<RuleMeta>],
+    /// The fixes this run would apply with `--fix`: the text formats mark their findings
+    /// `[*]`, as Ruff does.
+    pub fixes: crate::fix::Allowed,
+}
+
+impl Report<'_> {
+    /// `[*] ` before the message of a finding `--fix` would fix in this run.
+    pub fn fix_mark(&self, diagnostic: &Diagnostic) -> &'static str {
+        if diagnostic
+            .fix
+            .as_ref()
+            .is_some_and(|fix| self.fixes.admits(fix))
+        {
+            "[*] "
+        } else {
+            ""
+        }
+    }
 }
 
 impl Report<'_> {
