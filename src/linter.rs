@@ -174,6 +174,13 @@ pub fn lint_parsed_in(
         twins
     });
     merge_superseded(&mut diagnostics, source);
+    // The config's fix selection (`fixable`, `unfixable`, `extend-safe-fixes`, ...).
+    for diagnostic in &mut diagnostics {
+        if let Some(fix) = &mut diagnostic.fix {
+            fix.applicability =
+                settings.fix_applicability(&diagnostic.rule.code, fix.applicability);
+        }
+    }
     LintOutcome {
         diagnostics,
         internal_errors,

@@ -322,3 +322,72 @@ fn fix_only_reports_what_it_fixed_and_show_fixes_lists_it() {
         run.stdout
     );
 }
+
+#[test]
+fn the_config_turns_fixes_on_and_chooses_which_apply() {
+    let project = Project::new();
+    // `fix = true` applies what is safe; TL108's unsafe fix is made safe, TL201 is unfixable.
+    project.write(
+        "pyproject.toml",
+        "[tool.torchlint]\nfix = true\nunfixable = [\"TL201\"]\nextend-safe-fixes = [\"TL108\"]\n",
+    );
+    let script = "\
+import torch
+
+state = torch.load(\"ckpt.pt\")
+model = torch.nn.Linear(2, 2)
+for step in range(10):
+    model(torch.randn(1, 2)).sum().backward()
+    torch.cuda.empty_cache()
+";
+    project.write("a.py", script);
+    let shown = project.run(&[
+        "check",
+        "--no-cache",
+        "--no-fix",
+        "--output-format",
+        "concise",
+        "a.py",
+    ]);
+    assert!(
+        shown.stdout.contains("a.py:3:9: TL108 [*] "),
+        "{}",
+        shown.stdout
+    );
+    assert!(
+        shown.stdout.contains("a.py:7:5: TL201 `torch"),
+        "unfixable: no mark\n{}",
+        shown.stdout
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("a.py")).unwrap(),
+        script,
+        "--no-fix wins over the config"
+    );
+    let run = project.run(&["check", "--no-cache", "--unsafe-fixes", "a.py"]);
+    assert_eq!(run.code, 1, "TL201 is left\n{}", run.stdout);
+    assert!(
+        run.stdout
+            .contains("Found 2 findings (1 fixed, 1 remaining)."),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("a.py")).unwrap(),
+        script.replace(
+            "torch.load(\"ckpt.pt\")",
+            "torch.load(\"ckpt.pt\", map_location=\"cpu\")"
+        ),
+        "the fixable rule is fixed, the unfixable one is not, even with --unsafe-fixes"
+    );
+
+    project.write("pyproject.toml", "[tool.torchlint]\nfix = \"yes\"\n");
+    let run = project.run(&["check", "--no-cache", "a.py"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr
+            .contains("pyproject.toml:2: `fix` takes `true` or `false`"),
+        "{}",
+        run.stderr
+    );
+}

@@ -22,7 +22,7 @@ use crate::rule_meta::RuleMeta;
 use crate::settings::{OptionSource, Settings};
 use crate::source::{self, SourceFile};
 
-pub fn run(args: CheckArgs) -> u8 {
+pub fn run(mut args: CheckArgs) -> u8 {
     if args.watch {
         return super::watch::run(args);
     }
@@ -69,6 +69,21 @@ pub fn run(args: CheckArgs) -> u8 {
                 "warning: ignoring {} in favour of stdin (`--stdin-filename` names what stdin holds)",
                 crate::escape::path(path)
             );
+        }
+    }
+
+    // The config's `fix = true` and `unsafe-fixes = true` (the current folder's, as the
+    // selectors above), unless a flag says otherwise; `fix` only where the run would write
+    // nothing else (not with `--diff`, `--add-noqa`, a baseline to write, or stdin).
+    if args.fix_rounds == 0
+        && let Ok(settings) = resolver.for_folder(Path::new("."))
+    {
+        let writes_otherwise = args.diff || args.add_noqa || args.write_baseline || args.fix_only;
+        if settings.fix == Some(true) && !args.no_fix && !reads_stdin && !writes_otherwise {
+            args.fix = true;
+        }
+        if settings.unsafe_fixes == Some(true) && !args.no_unsafe_fixes {
+            args.unsafe_fixes = true;
         }
     }
 

@@ -233,11 +233,17 @@ pub struct CheckArgs {
     pub parse_only: bool,
     /// Apply the safe fixes (and the unsafe ones with `--unsafe-fixes`), then report what is
     /// left.
-    #[arg(long, conflicts_with_all = ["watch", "write_baseline"])]
+    #[arg(long, overrides_with = "no_fix", conflicts_with_all = ["watch", "write_baseline"])]
     pub fix: bool,
+    /// Do not apply fixes, whatever the config's `fix = true` says.
+    #[arg(long, overrides_with = "fix")]
+    pub no_fix: bool,
     /// Let `--fix` and `--diff` apply unsafe fixes too (they may change what the code does).
-    #[arg(long)]
+    #[arg(long, overrides_with = "no_unsafe_fixes")]
     pub unsafe_fixes: bool,
+    /// Leave unsafe fixes out, whatever the config's `unsafe-fixes = true` says.
+    #[arg(long, overrides_with = "unsafe_fixes")]
+    pub no_unsafe_fixes: bool,
     /// Print a unified diff of what `--fix` would change, and change nothing (exit 1 when
     /// there is a diff).
     #[arg(long, conflicts_with_all = ["fix", "watch", "write_baseline"])]

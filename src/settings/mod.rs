@@ -19,7 +19,7 @@ use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 use globset::{Glob, GlobSet, GlobSetBuilder};
 
 use crate::error::FileError;
-use crate::rule_meta::{RuleMeta, RuleRegistry};
+use crate::rule_meta::{Applicability, RuleMeta, RuleRegistry};
 pub use config_file::ConfigFile;
 use frameworks::Table;
 use inline::InlineOverride;
@@ -91,6 +91,14 @@ pub struct Settings {
     /// A context file (one of the project a run was not given) larger than this many bytes is
     /// not read: a generated module holds no fact the named files need.
     pub context_size_limit: u64,
+    /// `fix = true` / `unsafe-fixes = true` in the config (the command line's flags win).
+    pub fix: Option<bool>,
+    pub unsafe_fixes: Option<bool>,
+    /// The codes whose fixes may be applied (`fixable` less `unfixable`), and those made safe
+    /// or unsafe by `extend-safe-fixes` / `extend-unsafe-fixes`.
+    fixable: BTreeSet<String>,
+    safe_fixes: BTreeSet<String>,
+    unsafe_fixes_of: BTreeSet<String>,
     /// The enabled rules' dispatch table, built and read by `rules::Dispatch::of`.
     pub dispatch: Memo,
     /// What the findings of a file depend on besides its text, hashed (see [`Settings::fingerprint`]).
@@ -429,6 +437,27 @@ impl Settings {
             }
         }
 
+        // Ruff's fix selection: a rule is fixable when `fixable` (all rules by default)
+        // selects it and `unfixable` does not.
+        let codes_of = |selectors: &[Selector]| -> BTreeSet<String> {
+            registry
+                .iter()
+                .filter(|rule| selectors.iter().any(|selector| selector.matches(rule)))
+                .map(|rule| rule.code.clone())
+                .collect()
+        };
+        let fixable_selectors = match &raw.fixable {
+            Some(items) => parse_spanned(items, &mut errors),
+            None => vec![Selector::All],
+        };
+        let unfixable = codes_of(&parse_spanned(&raw.unfixable, &mut errors));
+        let fixable: BTreeSet<String> = codes_of(&fixable_selectors)
+            .into_iter()
+            .filter(|code| !unfixable.contains(code))
+            .collect();
+        let safe_fixes = codes_of(&parse_spanned(&raw.extend_safe_fixes, &mut errors));
+        let unsafe_fixes_of = codes_of(&parse_spanned(&raw.extend_unsafe_fixes, &mut errors));
+
         let framework_table = if raw.frameworks.is_empty() {
             None
         } else {
@@ -455,6 +484,11 @@ impl Settings {
             config_path: config.map(|c| c.path.clone()),
             host_only: cli.host_only,
             context_size_limit: raw.context_size_limit.unwrap_or(DEFAULT_CONTEXT_SIZE_LIMIT),
+            fix: raw.fix,
+            unsafe_fixes: raw.unsafe_fixes,
+            fixable,
+            safe_fixes,
+            unsafe_fixes_of,
             dispatch: Memo::default(),
             fingerprint,
             framework_table,
@@ -473,6 +507,23 @@ impl Settings {
     /// (else the analysis uses the built-in table).
     pub fn framework_table(&self) -> Option<&Table> {
         self.framework_table.as_ref()
+    }
+
+    /// How a fix of rule `code` applies under the fix selection: a rule that is not fixable
+    /// keeps its fix as a suggestion only (shown, never applied); `extend-unsafe-fixes`
+    /// makes a safe fix unsafe, `extend-safe-fixes` an unsafe one safe (a rule both lists
+    /// name is unsafe: the cautious reading).
+    pub fn fix_applicability(&self, code: &str, applicability: Applicability) -> Applicability {
+        if applicability == Applicability::DisplayOnly || !self.fixable.contains(code) {
+            return Applicability::DisplayOnly;
+        }
+        if self.unsafe_fixes_of.contains(code) {
+            Applicability::Unsafe
+        } else if self.safe_fixes.contains(code) {
+            Applicability::Safe
+        } else {
+            applicability
+        }
     }
 
     pub fn enabled_rules(&self) -> &[Arc<RuleMeta>] {

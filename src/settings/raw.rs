@@ -12,7 +12,7 @@ use super::frameworks::Table;
 use super::origin::{At, Origin};
 use crate::error::FileError;
 
-pub const KNOWN_KEYS: &str = "select, extend-select, ignore, per-file-ignores, exclude, extend-exclude, extend-rule-packs, frameworks, context-size-limit, or a rule name with options";
+pub const KNOWN_KEYS: &str = "select, extend-select, ignore, per-file-ignores, exclude, extend-exclude, extend-rule-packs, frameworks, context-size-limit, fix, unsafe-fixes, fixable, unfixable, extend-safe-fixes, extend-unsafe-fixes, or a rule name with options";
 
 /// The lists of `[tool.torchlint.frameworks]`, as in the built-in table.
 const FRAMEWORK_KEYS: &[&str] = Table::LISTS;
@@ -39,6 +39,16 @@ pub struct RawOptions<'a> {
     pub extend_exclude: SpannedStrings<'a>,
     pub extend_rule_packs: SpannedStrings<'a>,
     pub context_size_limit: Option<u64>,
+    /// `fix = true`: `check` applies the fixes as `--fix` does; `unsafe-fixes = true`, as
+    /// `--unsafe-fixes` does.
+    pub fix: Option<bool>,
+    pub unsafe_fixes: Option<bool>,
+    /// Ruff's fix selection: the rules whose fixes may be applied (`fixable`, all by default,
+    /// less `unfixable`), and those whose fixes count as safe or unsafe whatever the rule says.
+    pub fixable: Option<SpannedStrings<'a>>,
+    pub unfixable: SpannedStrings<'a>,
+    pub extend_safe_fixes: SpannedStrings<'a>,
+    pub extend_unsafe_fixes: SpannedStrings<'a>,
     /// `[frameworks]`: (list name, place, patterns).
     pub frameworks: Vec<(String, At<'a>, SpannedStrings<'a>)>,
     /// `[rule-name]` tables: (name, place, options), in source order.
@@ -83,6 +93,12 @@ impl<'a> RawOptions<'a> {
         self.extend_exclude.extend(over.extend_exclude);
         self.extend_rule_packs.extend(over.extend_rule_packs);
         self.context_size_limit = over.context_size_limit.or(self.context_size_limit);
+        self.fix = over.fix.or(self.fix);
+        self.unsafe_fixes = over.unsafe_fixes.or(self.unsafe_fixes);
+        self.fixable = over.fixable.or(self.fixable);
+        self.unfixable.extend(over.unfixable);
+        self.extend_safe_fixes.extend(over.extend_safe_fixes);
+        self.extend_unsafe_fixes.extend(over.extend_unsafe_fixes);
         for list in over.frameworks {
             self.frameworks.retain(|(name, _, _)| *name != list.0);
             self.frameworks.push(list);
@@ -115,6 +131,20 @@ impl<'a> RawOptions<'a> {
             "exclude" => raw.exclude = Some(list()?),
             "extend-exclude" => raw.extend_exclude = list()?,
             "extend-rule-packs" => raw.extend_rule_packs = list()?,
+            "fixable" => raw.fixable = Some(list()?),
+            "unfixable" => raw.unfixable = list()?,
+            "extend-safe-fixes" => raw.extend_safe_fixes = list()?,
+            "extend-unsafe-fixes" => raw.extend_unsafe_fixes = list()?,
+            "fix" | "unsafe-fixes" => {
+                let DeValue::Boolean(on) = value.get_ref() else {
+                    return Err(value_at.error(format!("`{name}` takes `true` or `false`")));
+                };
+                if name == "fix" {
+                    raw.fix = Some(*on);
+                } else {
+                    raw.unsafe_fixes = Some(*on);
+                }
+            }
             "context-size-limit" => {
                 const TAKES: &str = "`context-size-limit` takes a number of bytes, like `context-size-limit = 1_048_576`";
                 let DeValue::Integer(number) = value.get_ref() else {
