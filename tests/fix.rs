@@ -114,14 +114,57 @@ fn fix_writes_the_file_keeps_its_bom_and_mode_and_a_second_run_changes_nothing()
 }
 
 #[test]
-fn fix_and_diff_refuse_stdin() {
+fn stdin_is_fixed_to_stdout_with_the_findings_left_on_stderr() {
     let project = Project::new();
-    let run = project.run_with_stdin(&["check", "--fix", "-"], LOADS);
+    let run = project.run_with_stdin(
+        &["check", "--no-cache", "--fix", "--unsafe-fixes", "-"],
+        LOADS,
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        run.stdout, FIXED,
+        "the fixed text, whole, as Ruff prints it"
+    );
+    assert!(
+        run.stderr
+            .contains("Found 2 findings (2 fixed, 0 remaining)."),
+        "{}",
+        run.stderr
+    );
+    // Nothing fixable: the text comes back as it was, and its findings fail the run.
+    let run = project.run_with_stdin(&["check", "--no-cache", "--fix", "-"], LOADS);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(run.stdout, LOADS);
+    assert!(run.stderr.contains("TL108"), "{}", run.stderr);
+
+    let run = project.run_with_stdin(
+        &[
+            "check",
+            "--no-cache",
+            "--diff",
+            "--unsafe-fixes",
+            "--stdin-filename",
+            "a.py",
+        ],
+        LOADS,
+    );
+    assert_eq!(run.code, 1, "a diff exits 1\n{}", run.stderr);
+    assert!(
+        run.stdout.starts_with("--- a/a.py\n+++ b/a.py\n"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stderr.contains("Would fix 2 findings."),
+        "{}",
+        run.stderr
+    );
+
+    let run = project.run_with_stdin(&["check", "--add-noqa", "-"], LOADS);
     assert_eq!(run.code, 2);
     assert!(
-        run.stderr.contains(
-            "`--fix`, `--diff` and `--add-noqa` change files: name them instead of passing stdin"
-        ),
+        run.stderr
+            .contains("`--add-noqa` changes files: name them instead of passing stdin"),
         "{}",
         run.stderr
     );

@@ -95,6 +95,8 @@ pub fn run(mut args: CheckArgs) -> u8 {
     let mut settings_used: Vec<Arc<Settings>> = Vec::new();
     let mut cache: Option<Cache> = None;
     let mut linted_paths: Vec<PathBuf> = Vec::new();
+    // stdin with `--fix`, `--fix-only` or `--diff`: its text as read, and as fixed.
+    let mut stdin_fixed: Option<(Vec<u8>, Vec<u8>)> = None;
 
     if reads_stdin {
         let name = args
@@ -121,7 +123,15 @@ pub fn run(mut args: CheckArgs) -> u8 {
                                 crate::escape::path(&name)
                             );
                         }
-                        run::lint_alone(&name, &bytes, &settings, args.parse_only)
+                        if (args.fix || args.fix_only || args.diff) && !args.parse_only {
+                            let (outcome, fixed_text, fixed) =
+                                fix_stdin(&name, &bytes, &settings, allowed_fixes(&args));
+                            args.fixed = fixed;
+                            stdin_fixed = Some((bytes, fixed_text));
+                            outcome
+                        } else {
+                            run::lint_alone(&name, &bytes, &settings, args.parse_only)
+                        }
                     }
                     Err(error) => Outcome::Failed(FileError::new(
                         &name,
@@ -286,11 +296,41 @@ pub fn run(mut args: CheckArgs) -> u8 {
         }
         return report_errors(&errors, &internal, 0);
     }
-    if (args.fix || args.diff || args.add_noqa) && reads_stdin {
-        print_error(
-            "`--fix`, `--diff` and `--add-noqa` change files: name them instead of passing stdin",
-        );
+    if args.add_noqa && reads_stdin {
+        print_error("`--add-noqa` changes files: name them instead of passing stdin");
         return 2;
+    }
+    // As Ruff: stdin's fixed text goes to stdout (`--diff`: the diff), the findings left to
+    // stderr.
+    let mut report_to_stderr = false;
+    if let Some((read, fixed_text)) = &stdin_fixed {
+        let name = args
+            .stdin_filename
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("-"));
+        if args.diff {
+            let would = args.fixed.total();
+            let diff = fix::unified_diff(
+                &crate::escape::path(&name).to_string(),
+                &String::from_utf8_lossy(read),
+                &String::from_utf8_lossy(fixed_text),
+            );
+            let _ = emit(diff.as_bytes(), None);
+            if !args.quiet {
+                eprintln!(
+                    "Would fix {would} finding{}.",
+                    if would == 1 { "" } else { "s" }
+                );
+            }
+            return report_errors(&errors, &internal, u8::from(would > 0));
+        }
+        if let Err(error) = emit(fixed_text, None)
+            && error.kind() != io::ErrorKind::BrokenPipe
+        {
+            print_error(&error.to_string());
+            return 2;
+        }
+        report_to_stderr = args.output_file.is_none();
     }
     if args.add_noqa {
         let added = add_noqa(&files);
@@ -310,11 +350,7 @@ pub fn run(mut args: CheckArgs) -> u8 {
         }
         return report_errors(&errors, &internal, 0);
     }
-    let allowed = if args.unsafe_fixes {
-        fix::Allowed::SafeAndUnsafe
-    } else {
-        fix::Allowed::Safe
-    };
+    let allowed = allowed_fixes(&args);
     if args.diff {
         let diffs = fix_files(&files, allowed, false);
         errors.extend(diffs.errors);
@@ -328,7 +364,7 @@ pub fn run(mut args: CheckArgs) -> u8 {
         }
         return report_errors(&errors, &internal, u8::from(would > 0));
     }
-    if (args.fix || args.fix_only) && args.fix_rounds < MAX_FIX_ROUNDS {
+    if (args.fix || args.fix_only) && !reads_stdin && args.fix_rounds < MAX_FIX_ROUNDS {
         let written = fix_files(&files, allowed, true);
         if written.fixed.total() > 0 {
             for error in &written.errors {
@@ -424,8 +460,13 @@ pub fn run(mut args: CheckArgs) -> u8 {
                 )
             })
         };
-        if let Err(error) = written.and_then(|()| emit(&rendered, args.output_file.as_deref()))
-            && error.kind() != io::ErrorKind::BrokenPipe
+        if let Err(error) = written.and_then(|()| {
+            if report_to_stderr {
+                io::stderr().write_all(&rendered)
+            } else {
+                emit(&rendered, args.output_file.as_deref())
+            }
+        }) && error.kind() != io::ErrorKind::BrokenPipe
         {
             print_error(&error.to_string());
             return report_errors(&errors, &internal, 2);
@@ -462,8 +503,13 @@ pub fn run(mut args: CheckArgs) -> u8 {
             }
         })
     };
-    if let Err(error) = written.and_then(|()| emit(&rendered, args.output_file.as_deref()))
-        && error.kind() != io::ErrorKind::BrokenPipe
+    if let Err(error) = written.and_then(|()| {
+        if report_to_stderr {
+            io::stderr().write_all(&rendered)
+        } else {
+            emit(&rendered, args.output_file.as_deref())
+        }
+    }) && error.kind() != io::ErrorKind::BrokenPipe
     {
         print_error(&error.to_string());
         return report_errors(&errors, &internal, 2);
@@ -729,6 +775,55 @@ impl Fixed {
         }
         writeln!(out)
     }
+}
+
+fn allowed_fixes(args: &CheckArgs) -> fix::Allowed {
+    if args.unsafe_fixes {
+        fix::Allowed::SafeAndUnsafe
+    } else {
+        fix::Allowed::Safe
+    }
+}
+
+/// stdin with `--fix`, `--fix-only` or `--diff`: its text fixed in rounds, as files are (each
+/// round lints the fixed text again). The last round's outcome, the fixed bytes (a BOM kept)
+/// and what was fixed. A notebook's findings point into its cells: it is left as it is.
+fn fix_stdin(
+    name: &Path,
+    bytes: &[u8],
+    settings: &Settings,
+    allowed: fix::Allowed,
+) -> (Outcome, Vec<u8>, Fixed) {
+    let mut current = bytes.to_vec();
+    let mut fixed = Fixed::default();
+    let notebook = name.extension().is_some_and(|ext| ext == "ipynb");
+    for _ in 0..MAX_FIX_ROUNDS {
+        let outcome = run::lint_alone(name, &current, settings, false);
+        let applied = match &outcome {
+            Outcome::Linted { file, .. } if !notebook => {
+                fix::apply(file.source.text(), &file.diagnostics, allowed).map(|applied| {
+                    for &at in &applied.fixed {
+                        fixed.add(name, &file.diagnostics[at]);
+                    }
+                    applied.text
+                })
+            }
+            _ => None,
+        };
+        let Some(text) = applied else {
+            return (outcome, current, fixed);
+        };
+        current = if current.starts_with(BOM) {
+            [BOM, text.as_bytes()].concat()
+        } else {
+            text.into_bytes()
+        };
+    }
+    (
+        run::lint_alone(name, &current, settings, false),
+        current,
+        fixed,
+    )
 }
 
 /// Fixes never loop for ever: a fix that keeps producing fixable findings stops here (Ruff's
