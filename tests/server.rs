@@ -781,3 +781,57 @@ fn a_second_initialize_is_invalid() {
     assert!(client.answered());
     assert_eq!(client.shutdown(), 0);
 }
+
+#[test]
+fn fix_all_applies_the_safe_fixes_and_the_unsafe_ones_when_the_client_allows() {
+    let text = "import torch\n\nstate = torch.load(\"ckpt.pt\")\n";
+    let fix_all = |options: Value| {
+        let mut client = Client::start(options);
+        client.open(text);
+        let (_, found) = client.diagnostics();
+        assert!(found.iter().any(|(code, ..)| code == "TL108"), "{found:?}");
+        let uri = client.uri.clone();
+        let quick = client.request(
+            "textDocument/codeAction",
+            json!({
+                "textDocument": { "uri": uri },
+                "range": range((2, 8), (2, 8)),
+                "context": { "diagnostics": [] },
+            }),
+        );
+        let source = client.request(
+            "textDocument/codeAction",
+            json!({
+                "textDocument": { "uri": uri },
+                "range": range((0, 0), (0, 0)),
+                "context": { "diagnostics": [], "only": ["source.fixAll"] },
+            }),
+        );
+        assert_eq!(client.shutdown(), 0);
+        (quick["result"].clone(), source["result"].clone(), uri)
+    };
+    let (quick, source, _) = fix_all(Value::Null);
+    // TL108's fix is unsafe: labelled so, never preferred, and left out of fix-all.
+    let fix = quick
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["title"] == "TL108: Add `map_location=\"cpu\"` (unsafe)")
+        .unwrap_or_else(|| panic!("{quick}"));
+    assert!(fix.get("isPreferred").is_none(), "{fix}");
+    assert_eq!(
+        source,
+        json!([]),
+        "only unsafe fixes: nothing to fix on save"
+    );
+
+    let (_, source, uri) = fix_all(json!({ "unsafeFixes": true }));
+    let action = &source[0];
+    assert_eq!(action["kind"], "source.fixAll.torchlint", "{source}");
+    let edit = &action["edit"]["changes"][uri.as_str()][0];
+    assert_eq!(
+        edit["newText"],
+        "import torch\n\nstate = torch.load(\"ckpt.pt\", map_location=\"cpu\")\n"
+    );
+    assert_eq!(edit["range"]["start"], json!({ "line": 0, "character": 0 }));
+}

@@ -10,7 +10,7 @@ use lsp_types::{
 };
 
 use super::document::{Document, Encoding};
-use crate::diagnostic::{Diagnostic, Severity};
+use crate::diagnostic::{Applicability, Diagnostic, Severity};
 
 pub fn diagnostic(
     found: &Diagnostic,
@@ -53,18 +53,40 @@ pub fn diagnostic(
 }
 
 /// Quick fixes for the findings that touch `range`: the rule's fix, and a suppression comment.
+/// The kind of the action that applies every fix of a document (on save, when the editor
+/// asks for `source.fixAll`).
+pub const FIX_ALL: &str = "source.fixAll.torchlint";
+
+/// The code actions for `range`: each finding's fix (its rule's; "(unsafe)" when it may change
+/// what the code does, and preferred only when safe) and its suppressions; and, when the
+/// client asks for source actions (`only` names `source` or `source.fixAll`), one action
+/// applying every safe fix of the document (unsafe ones too with `unsafe_fixes`).
 pub fn code_actions(
     found: &[Diagnostic],
     document: &Document,
     uri: &Uri,
     range: Range,
     encoding: Encoding,
+    only: Option<&[CodeActionKind]>,
+    unsafe_fixes: bool,
 ) -> Vec<CodeActionOrCommand> {
-    let wanted = document.offset(range.start, encoding)..document.offset(range.end, encoding);
     let mut actions = Vec::new();
+    if let Some(only) = only {
+        if only.iter().any(|kind| FIX_ALL.starts_with(kind.as_str())) {
+            actions.extend(fix_all(found, document, uri, encoding, unsafe_fixes));
+        }
+        if !only.contains(&CodeActionKind::QUICKFIX) {
+            return actions;
+        }
+    }
+    let wanted = document.offset(range.start, encoding)..document.offset(range.end, encoding);
     for diagnostic in found.iter().filter(|d| touches(&d.range, &wanted)) {
         let lsp_diagnostic = self::diagnostic(diagnostic, document, uri, encoding);
-        if let Some(fix) = &diagnostic.fix {
+        if let Some(fix) = diagnostic
+            .fix
+            .as_ref()
+            .filter(|fix| fix.applicability != Applicability::DisplayOnly)
+        {
             let edits = fix
                 .edits
                 .iter()
@@ -72,12 +94,18 @@ pub fn code_actions(
                     TextEdit::new(document.range(&edit.range, encoding), edit.content.clone())
                 })
                 .collect();
+            let safe = fix.applicability == Applicability::Safe;
             actions.push(action(
-                format!("{}: {}", diagnostic.rule.code, fix.message),
+                format!(
+                    "{}: {}{}",
+                    diagnostic.rule.code,
+                    fix.message,
+                    if safe { "" } else { " (unsafe)" }
+                ),
                 uri,
                 edits,
                 &lsp_diagnostic,
-                true,
+                safe,
             ));
         }
         let edit = suppression_edit(document, diagnostic, encoding);
@@ -106,6 +134,40 @@ pub fn code_actions(
         ));
     }
     actions
+}
+
+/// `source.fixAll.torchlint`: the document with its allowed fixes applied together (as
+/// `check --fix` applies one round), as one edit of the whole text; none when nothing applies.
+fn fix_all(
+    found: &[Diagnostic],
+    document: &Document,
+    uri: &Uri,
+    encoding: Encoding,
+    unsafe_fixes: bool,
+) -> Option<CodeActionOrCommand> {
+    let allowed = if unsafe_fixes {
+        crate::fix::Allowed::SafeAndUnsafe
+    } else {
+        crate::fix::Allowed::Safe
+    };
+    let applied = crate::fix::apply(&document.text, found, allowed)?;
+    let whole = document.range(&(0..document.text.len()), encoding);
+    Some(CodeActionOrCommand::CodeAction(CodeAction {
+        title: format!(
+            "torchlint: fix all ({} fix{})",
+            applied.fixed.len(),
+            if applied.fixed.len() == 1 { "" } else { "es" }
+        ),
+        kind: Some(CodeActionKind::new(FIX_ALL)),
+        edit: Some(WorkspaceEdit {
+            changes: Some(HashMap::from([(
+                uri.clone(),
+                vec![TextEdit::new(whole, applied.text)],
+            )])),
+            ..WorkspaceEdit::default()
+        }),
+        ..CodeAction::default()
+    }))
 }
 
 /// `# torchlint: ignore-file[TL102]` near the top: the code added to such a comment in the

@@ -48,6 +48,9 @@ struct ClientSettings {
     select: Option<Vec<String>>,
     #[serde(default)]
     ignore: Vec<String>,
+    /// `source.fixAll.torchlint` applies unsafe fixes too.
+    #[serde(default, rename = "unsafeFixes")]
+    unsafe_fixes: bool,
 }
 
 struct Server {
@@ -169,7 +172,7 @@ impl Server {
             "capabilities": {
                 "positionEncoding": if utf8 { "utf-8" } else { "utf-16" },
                 "textDocumentSync": { "openClose": true, "change": 2, "save": { "includeText": false } },
-                "codeActionProvider": { "codeActionKinds": ["quickfix"] },
+                "codeActionProvider": { "codeActionKinds": ["quickfix", convert::FIX_ALL] },
                 "hoverProvider": true,
                 // Pulled (LSP 3.17) as well as pushed; a document's findings may change with
                 // another file of its project.
@@ -660,6 +663,8 @@ impl Server {
             &open.uri,
             params.range,
             self.encoding,
+            params.context.only.as_deref(),
+            self.client.unsafe_fixes,
         )
     }
 
