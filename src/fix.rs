@@ -14,6 +14,16 @@ pub enum Allowed {
 }
 
 impl Allowed {
+    /// Safe fixes, and the unsafe ones too when `unsafe_fixes` (`--unsafe-fixes`, the
+    /// editor's `unsafeFixes`).
+    pub fn with_unsafe(unsafe_fixes: bool) -> Allowed {
+        if unsafe_fixes {
+            Allowed::SafeAndUnsafe
+        } else {
+            Allowed::Safe
+        }
+    }
+
     pub fn admits(self, fix: &Fix) -> bool {
         match fix.applicability {
             Applicability::Safe => true,

@@ -124,8 +124,12 @@ pub fn run(mut args: CheckArgs) -> u8 {
                             );
                         }
                         if (args.fix || args.fix_only || args.diff) && !args.parse_only {
-                            let (outcome, fixed_text, fixed) =
-                                fix_stdin(&name, &bytes, &settings, allowed_fixes(&args));
+                            let (outcome, fixed_text, fixed) = fix_stdin(
+                                &name,
+                                &bytes,
+                                &settings,
+                                fix::Allowed::with_unsafe(args.unsafe_fixes),
+                            );
                             args.fixed = fixed;
                             stdin_fixed = Some((bytes, fixed_text));
                             outcome
@@ -350,7 +354,7 @@ pub fn run(mut args: CheckArgs) -> u8 {
         }
         return report_errors(&errors, &internal, 0);
     }
-    let allowed = allowed_fixes(&args);
+    let allowed = fix::Allowed::with_unsafe(args.unsafe_fixes);
     if args.diff {
         let diffs = fix_files(&files, allowed, false);
         errors.extend(diffs.errors);
@@ -441,39 +445,10 @@ pub fn run(mut args: CheckArgs) -> u8 {
     let mut rendered = Vec::new();
     let to_terminal = args.output_file.is_none() && io::stdout().is_terminal();
     let color = use_color(args.color, to_terminal);
-    if args.fix_only {
+    let written = if args.fix_only {
         // Ruff's `--fix-only`: what was fixed, never what is left.
-        let fixed = args.fixed.total();
-        let written = if args.quiet {
-            Ok(())
-        } else {
-            let listed = if args.show_fixes {
-                args.fixed.write(&mut rendered)
-            } else {
-                Ok(())
-            };
-            listed.and_then(|()| {
-                writeln!(
-                    rendered,
-                    "Fixed {fixed} {}.",
-                    if fixed == 1 { "finding" } else { "findings" }
-                )
-            })
-        };
-        if let Err(error) = written.and_then(|()| {
-            if report_to_stderr {
-                io::stderr().write_all(&rendered)
-            } else {
-                emit(&rendered, args.output_file.as_deref())
-            }
-        }) && error.kind() != io::ErrorKind::BrokenPipe
-        {
-            print_error(&error.to_string());
-            return report_errors(&errors, &internal, 2);
-        }
-        return report_errors(&errors, &internal, 0);
-    }
-    let written = if args.statistics {
+        write_fix_only(&mut rendered, &args)
+    } else if args.statistics {
         write_statistics(&report, args.output_format, &mut rendered)
     } else {
         render::render(args.output_format, &report, color, &mut rendered).and_then(|()| {
@@ -513,6 +488,9 @@ pub fn run(mut args: CheckArgs) -> u8 {
     {
         print_error(&error.to_string());
         return report_errors(&errors, &internal, 2);
+    }
+    if args.fix_only {
+        return report_errors(&errors, &internal, 0);
     }
 
     if let Some(applied) = &applied
@@ -558,6 +536,22 @@ fn enabled_rules(settings: &[Arc<Settings>]) -> Vec<Arc<RuleMeta>> {
         }
     }
     rules.into_values().collect()
+}
+
+/// `--fix-only`'s report: the `--show-fixes` list if asked, and how many findings were fixed.
+fn write_fix_only(out: &mut Vec<u8>, args: &CheckArgs) -> io::Result<()> {
+    if args.quiet {
+        return Ok(());
+    }
+    if args.show_fixes {
+        args.fixed.write(out)?;
+    }
+    let fixed = args.fixed.total();
+    writeln!(
+        out,
+        "Fixed {fixed} {}.",
+        if fixed == 1 { "finding" } else { "findings" }
+    )
 }
 
 fn write_summary(
@@ -652,17 +646,8 @@ fn add_noqa(files: &[FileDiagnostics]) -> Added {
                 codes.push(diagnostic.rule.code.clone());
             }
         }
-        let bom = match on_disk(file) {
-            OnDisk::Unreadable => continue,
-            OnDisk::Changed => {
-                round.errors.push(FileError::new(
-                    path,
-                    "no noqa added: it changed since it was linted, or is not UTF-8; run again"
-                        .to_owned(),
-                ));
-                continue;
-            }
-            OnDisk::Unchanged { bom } => bom,
+        let Some(bom) = bom_if_unchanged(file, "no noqa added", &mut round.errors) else {
+            continue;
         };
         let Ok(tree) = crate::parse::parse(file.source.text(), None) else {
             continue;
@@ -689,30 +674,27 @@ fn add_noqa(files: &[FileDiagnostics]) -> Added {
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
-/// A linted file as it stands on disk, before it is rewritten.
-enum OnDisk {
-    Unreadable,
-    /// Its bytes are no longer the linted text (edited since, or not UTF-8).
-    Changed,
-    /// Its bytes are the linted text, after a BOM if `bom`.
-    Unchanged {
-        bom: bool,
-    },
-}
-
-fn on_disk(file: &FileDiagnostics) -> OnDisk {
-    let Ok(bytes) = std::fs::read(file.source.name()) else {
-        return OnDisk::Unreadable;
-    };
+/// The BOM of a linted file about to be rewritten, when its bytes on disk are still the linted
+/// text (after that BOM); None when it cannot be read, or changed since it was linted (or is
+/// not UTF-8): then `errors` says `not_done` and to run again.
+fn bom_if_unchanged(
+    file: &FileDiagnostics,
+    not_done: &str,
+    errors: &mut Vec<FileError>,
+) -> Option<bool> {
+    let bytes = std::fs::read(file.source.name()).ok()?;
     let (bom, body) = match bytes.strip_prefix(BOM) {
         Some(body) => (true, body),
         None => (false, &bytes[..]),
     };
     if body == file.source.text().as_bytes() {
-        OnDisk::Unchanged { bom }
-    } else {
-        OnDisk::Changed
+        return Some(bom);
     }
+    errors.push(FileError::new(
+        file.source.name(),
+        format!("{not_done}: it changed since it was linted, or is not UTF-8; run again"),
+    ));
+    None
 }
 
 /// Replaces a file atomically with `text`, after the BOM it had.
@@ -774,14 +756,6 @@ impl Fixed {
             }
         }
         writeln!(out)
-    }
-}
-
-fn allowed_fixes(args: &CheckArgs) -> fix::Allowed {
-    if args.unsafe_fixes {
-        fix::Allowed::SafeAndUnsafe
-    } else {
-        fix::Allowed::Safe
     }
 }
 
@@ -852,17 +826,8 @@ fn fix_files(files: &[FileDiagnostics], allowed: fix::Allowed, write: bool) -> F
         if path.extension().is_some_and(|ext| ext == "ipynb") {
             continue; // A notebook's findings point into its cells, not the file's bytes.
         }
-        let bom = match on_disk(file) {
-            OnDisk::Unreadable => continue,
-            OnDisk::Changed => {
-                round.errors.push(FileError::new(
-                    path,
-                    "not fixed: it changed since it was linted, or is not UTF-8; run again"
-                        .to_owned(),
-                ));
-                continue;
-            }
-            OnDisk::Unchanged { bom } => bom,
+        let Some(bom) = bom_if_unchanged(file, "not fixed", &mut round.errors) else {
+            continue;
         };
         let Some(applied) = fix::apply(file.source.text(), &file.diagnostics, allowed) else {
             continue;

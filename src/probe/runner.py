@@ -555,7 +555,6 @@ class Attribution:
     the user's code."""
 
     def __init__(self):
-        self.enabled = False
         self.ready = False  # recording, and the snapshot's own imports done on the script's thread
 
     def install(self, emitter, torch):
@@ -737,22 +736,20 @@ def tensor_bytes(tensor):
         return 0
 
 
-def count_nodes(roots, limit=NODE_LIMIT):
-    """Autograd nodes reachable from `roots` through `next_functions` (iterative, bounded).
-
-    The wrappers are kept alive during the walk so that their ids stay unique."""
+def graph_nodes(roots, limit=NODE_LIMIT):
+    """The autograd nodes reachable from `roots` through `next_functions` (iterative, at most
+    `limit`). The wrappers are kept alive during the walk so that their ids stay unique."""
     seen = set()
     keep = []
     stack = [root for root in roots if root is not None]
-    while stack:
+    while stack and len(seen) < limit:
         node = stack.pop()
         key = id(node)
         if key in seen:
             continue
         seen.add(key)
         keep.append(node)
-        if len(seen) >= limit:
-            break
+        yield node
         try:
             successors = node.next_functions
         except Exception:
@@ -760,7 +757,11 @@ def count_nodes(roots, limit=NODE_LIMIT):
         for successor, _ in successors:
             if successor is not None and id(successor) not in seen:
                 stack.append(successor)
-    return len(seen)
+
+
+def count_nodes(roots, limit=NODE_LIMIT):
+    """How many autograd nodes are reachable from `roots` (bounded)."""
+    return sum(1 for _ in graph_nodes(roots, limit))
 
 
 class RetainedGraphUse:
@@ -797,21 +798,12 @@ class RetainedGraphUse:
         def pre_hook(grad_outputs):
             used[0] = True
 
-        stack, seen, keep = [grad_fn], set(), []  # wrappers kept alive: their ids stay unique
-        while stack and len(seen) < self.NODES:
-            node = stack.pop()
-            if id(node) in seen:
-                continue
-            seen.add(id(node))
-            keep.append(node)
-            if type(node).__name__ == "AccumulateGrad":
-                continue
-            try:
-                self.handles.append(node.register_prehook(pre_hook))
-                successors = node.next_functions
-            except Exception:
-                continue
-            stack.extend(successor for successor, _ in successors if successor is not None)
+        for node in graph_nodes((grad_fn,), self.NODES):
+            if type(node).__name__ != "AccumulateGrad":
+                try:
+                    self.handles.append(node.register_prehook(pre_hook))
+                except Exception:
+                    pass
         self.used = used
 
 
@@ -2062,7 +2054,6 @@ def run(plan):
     cap = plan.get("max_memory")
     on_import = [BUDGET.install]
     if plan.get("attribute"):
-        ATTRIBUTION.enabled = True
         on_import.append(lambda torch: ATTRIBUTION.install(emitter, torch))
     if isinstance(cap, int) and cap > 0:
         on_import.append(lambda torch: cap_device_memory(emitter, torch, cap))

@@ -145,11 +145,7 @@ fn fix_all(
     encoding: Encoding,
     unsafe_fixes: bool,
 ) -> Option<CodeActionOrCommand> {
-    let allowed = if unsafe_fixes {
-        crate::fix::Allowed::SafeAndUnsafe
-    } else {
-        crate::fix::Allowed::Safe
-    };
+    let allowed = crate::fix::Allowed::with_unsafe(unsafe_fixes);
     let applied = crate::fix::apply(&document.text, found, allowed)?;
     let whole = document.range(&(0..document.text.len()), encoding);
     Some(CodeActionOrCommand::CodeAction(CodeAction {
