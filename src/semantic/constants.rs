@@ -169,7 +169,7 @@ impl<'a> Analysis<'a> {
             bindings.last()
         };
         match binding.map(|b| b.site) {
-            Some(Site::Value { value, index }) => {
+            Some(Site::Value { value, index, .. }) => {
                 let value = match index {
                     Some(i)
                         if value.kind_id() == KINDS.tuple
@@ -219,7 +219,9 @@ impl<'a> Analysis<'a> {
             let values: Vec<Node<'a>> = self
                 .self_assignments(attribute)
                 .filter_map(|a| match a.site {
-                    Site::Value { value, index: None } => Some(value),
+                    Site::Value {
+                        value, index: None, ..
+                    } => Some(value),
                     _ => None,
                 })
                 .collect();
@@ -554,7 +556,9 @@ impl<'a> Analysis<'a> {
                     .find(|b| b.offset <= node.start_byte())
                     .or(bindings.last())?;
                 match binding.site {
-                    Site::Value { value, index: None } => node = value,
+                    Site::Value {
+                        value, index: None, ..
+                    } => node = value,
                     Site::Parameter { function, .. } => {
                         // A parameter annotated with a dataclass: `def train(cfg: Config)`.
                         let parameters = function.child_by_field_id(FIELDS.parameters)?;
@@ -574,7 +578,9 @@ impl<'a> Analysis<'a> {
                 let attribute = self.text(node.child_by_field_id(FIELDS.attribute)?);
                 let assignment = self.self_assignments(attribute).next()?;
                 match assignment.site {
-                    Site::Value { value, index: None } => node = value,
+                    Site::Value {
+                        value, index: None, ..
+                    } => node = value,
                     _ => return None,
                 }
                 continue;

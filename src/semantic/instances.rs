@@ -56,12 +56,13 @@ impl<'a> Analysis<'a> {
                 .find(|b| b.offset <= node.start_byte())
                 .or(bindings.last())?;
             return match binding.site {
-                Site::Value { value, index: None } => {
-                    let statement = value.parent();
-                    statement
-                        .and_then(|s| self.annotated_class(s))
-                        .or_else(|| self.instance_class_at_depth(value, depth + 1))
-                }
+                Site::Value {
+                    value,
+                    index: None,
+                    parent,
+                } => self
+                    .annotated_class(parent)
+                    .or_else(|| self.instance_class_at_depth(value, depth + 1)),
                 Site::Parameter { function, index } => self.parameter_class(function, index),
                 _ => None,
             };
@@ -84,7 +85,9 @@ impl<'a> Analysis<'a> {
                 if let Some(found) = self.annotated_class(assignment.node) {
                     return Some(found);
                 }
-                if let Site::Value { value, index: None } = assignment.site
+                if let Site::Value {
+                    value, index: None, ..
+                } = assignment.site
                     && value.id() != node.id()
                     && let Some(found) = self.instance_class_at_depth(value, depth + 1)
                 {
@@ -171,8 +174,12 @@ impl<'a> Analysis<'a> {
             };
             for binding in bindings {
                 match binding.site {
-                    Site::Value { value, index: None } if value.id() != node.id() => {
-                        if let Some(class) = value.parent().and_then(|s| self.annotated_class(s)) {
+                    Site::Value {
+                        value,
+                        index: None,
+                        parent,
+                    } if value.id() != node.id() => {
+                        if let Some(class) = self.annotated_class(parent) {
                             push(class, found);
                         }
                         self.collect_instance_classes(value, depth + 1, found);
@@ -203,7 +210,9 @@ impl<'a> Analysis<'a> {
                 if let Some(class) = self.annotated_class(assignment.node) {
                     push(class, found);
                 }
-                if let Site::Value { value, index: None } = assignment.site
+                if let Site::Value {
+                    value, index: None, ..
+                } = assignment.site
                     && value.id() != node.id()
                 {
                     self.collect_instance_classes(value, depth + 1, found);

@@ -339,7 +339,7 @@ struct Builder<'a> {
     /// The value of an `a = b = value` chain, by the ids of its inner assignments: found once
     /// from the outermost, so that a chain of n assignments (a file of backslash-continued
     /// `x = 1 \` lines parses as one) costs n steps, not n².
-    chained_values: HashMap<usize, Option<Node<'a>>>,
+    chained_values: HashMap<usize, (Option<Node<'a>>, Node<'a>)>,
 }
 
 /// What the builder does at a node kind, looked up once per node in a table indexed by kind id.
@@ -935,7 +935,11 @@ impl<'a> Builder<'a> {
             Action::AsPattern => {
                 if let Some(alias) = node.child_by_field_id(FIELDS.alias) {
                     let site = match node.named_child(0) {
-                        Some(value) => Site::Value { value, index: None },
+                        Some(value) => Site::Value {
+                            value,
+                            index: None,
+                            parent: node,
+                        },
                         None => Site::Opaque,
                     };
                     self.bind_targets(alias, node.end_byte(), site);
@@ -951,7 +955,15 @@ impl<'a> Builder<'a> {
                     node.child_by_field_id(FIELDS.name),
                     node.child_by_field_id(FIELDS.value),
                 ) {
-                    self.bind_targets(name, node.end_byte(), Site::Value { value, index: None });
+                    self.bind_targets(
+                        name,
+                        node.end_byte(),
+                        Site::Value {
+                            value,
+                            index: None,
+                            parent: node,
+                        },
+                    );
                 }
             }
             Action::Return => {
@@ -1335,22 +1347,26 @@ impl<'a> Builder<'a> {
         };
         self.skip_first = self.passable(left, kind);
         // `a = b = value`: every target gets the innermost value.
-        let mut right = match self.chained_values.remove(&node.id()) {
-            Some(value) => value,
-            None => match own {
-                Some(own) => assigned_value(node, own),
-                None => node.child_by_field_id(FIELDS.right),
-            },
+        let (mut right, mut assignment) = match self.chained_values.remove(&node.id()) {
+            Some(chained) => chained,
+            None => (
+                match own {
+                    Some(own) => assigned_value(node, own),
+                    None => node.child_by_field_id(FIELDS.right),
+                },
+                node,
+            ),
         };
         let mut chain = Vec::new();
         while let Some(inner) = right.filter(|r| r.kind_id() == KINDS.assignment) {
             chain.push(inner.id());
             right = inner.child_by_field_id(FIELDS.right);
+            assignment = inner;
         }
         // Recorded also when the chain ends without a value (`a = b: int`, or what a syntax
         // error leaves): each inner assignment walking the chain again would be quadratic.
         self.chained_values
-            .extend(chain.into_iter().map(|inner| (inner, right)));
+            .extend(chain.into_iter().map(|inner| (inner, (right, assignment))));
         let Some(value) = right else {
             // An annotation without a value (`x: int`).
             return;
@@ -1366,15 +1382,31 @@ impl<'a> Builder<'a> {
                 text(left, self.source),
                 binding,
                 node.end_byte(),
-                Site::Value { value, index: None },
+                Site::Value {
+                    value,
+                    index: None,
+                    parent: assignment,
+                },
             );
         } else if kind == KINDS.attribute {
-            self.record_attribute_assignment(left, Site::Value { value, index: None }, node);
+            self.record_attribute_assignment(
+                left,
+                Site::Value {
+                    value,
+                    index: None,
+                    parent: assignment,
+                },
+                node,
+            );
         } else if kind == KINDS.subscript {
             // `x[i] = value` changes `x`, it does not rebind it.
             self.subscript_stores.push(node);
         } else {
-            self.bind_tuple(left, node.end_byte(), |index| Site::Value { value, index });
+            self.bind_tuple(left, node.end_byte(), |index| Site::Value {
+                value,
+                index,
+                parent: assignment,
+            });
             // `pred, self.state = model(x, self.state)`: attribute targets of the tuple.
             let mut cursor = left.walk();
             let targets: Vec<Node<'a>> = left.named_children(&mut cursor).collect();
@@ -1383,6 +1415,7 @@ impl<'a> Builder<'a> {
                     let site = Site::Value {
                         value,
                         index: Some(index as u32),
+                        parent: assignment,
                     };
                     self.record_attribute_assignment(target, site, node);
                 }

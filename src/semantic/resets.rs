@@ -173,8 +173,8 @@ fn initialisation<'a>(
         .filter(|binding| binding.offset <= statement.start_byte())
         .find_map(|binding| match binding.site {
             // `acc = acc + v` rebinds without resetting: not an initialisation.
-            Site::Value { value, .. } if !mentions(checker, value, name) => {
-                value.parent().filter(|p| p.kind_id() == KINDS.assignment)
+            Site::Value { value, parent, .. } if !mentions(checker, value, name) => {
+                Some(parent).filter(|p| p.kind_id() == KINDS.assignment)
             }
             _ => None,
         })

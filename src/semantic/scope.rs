@@ -74,7 +74,14 @@ pub struct Binding<'s> {
 #[derive(Debug, Clone, Copy)]
 pub enum Site<'s> {
     /// `name = value`, or the `index`th name of `a, b = value`.
-    Value { value: Node<'s>, index: Option<u32> },
+    Value {
+        value: Node<'s>,
+        index: Option<u32>,
+        /// The node `value` is the value of: the assignment (the innermost of
+        /// `a = b = value`), the `as` pattern or the `:=` expression. Kept, because
+        /// `value.parent()` walks down from the root, through every sibling on the way.
+        parent: Node<'s>,
+    },
     /// `name += value`: the augmented assignment.
     Augmented(Node<'s>),
     /// `for name in iterable` (the `index`th name of the target tuple).

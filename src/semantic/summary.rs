@@ -204,7 +204,9 @@ pub fn summarize(analysis: &Analysis<'_>, module: &str, demand: &Demand) -> File
             }
             BindingKind::Definition => definition_symbol(analysis, module, name, binding.offset),
             BindingKind::Alias(_) | BindingKind::Other => match binding.site {
-                Site::Value { value, index: None } => Some(Symbol::Value(value_summary(
+                Site::Value {
+                    value, index: None, ..
+                } => Some(Symbol::Value(value_summary(
                     analysis,
                     module,
                     value,

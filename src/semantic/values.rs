@@ -715,7 +715,7 @@ impl<'a> Analysis<'a> {
             return ValueFacts::default();
         }
         match binding.site {
-            Site::Value { value, index } => {
+            Site::Value { value, index, .. } => {
                 let value_facts = match index.and_then(|i| element_of(value, i)) {
                     Some(element) => self.facts_at_depth(element, depth, arguments),
                     None => match (index, own_callee(self, value)) {
@@ -767,13 +767,14 @@ impl<'a> Analysis<'a> {
                     .rev()
                     .find(|b| b.offset < statement.start_byte())
                     .and_then(|b| match b.site {
-                        Site::Value { value, index: None } => {
-                            Some(self.facts_at_depth(value, depth, arguments))
-                        }
+                        Site::Value {
+                            value, index: None, ..
+                        } => Some(self.facts_at_depth(value, depth, arguments)),
                         // `correct, total = torch.zeros(()), 0`
                         Site::Value {
                             value,
                             index: Some(i),
+                            ..
                         } => element_of(value, i)
                             .map(|element| self.facts_at_depth(element, depth, arguments)),
                         _ => None,
@@ -846,7 +847,9 @@ impl<'a> Analysis<'a> {
             return self
                 .self_assignments(self.text(attribute))
                 .any(|assignment| match assignment.site {
-                    Site::Value { value, index: None } => made_by_from_pretrained(value),
+                    Site::Value {
+                        value, index: None, ..
+                    } => made_by_from_pretrained(value),
                     _ => false,
                 });
         }
@@ -920,7 +923,12 @@ impl<'a> Analysis<'a> {
         binding: &super::scope::Binding<'a>,
         bindings: &[super::scope::Binding<'a>],
     ) -> Option<ValueFacts> {
-        let Site::Value { value, index: None } = binding.site else {
+        let Site::Value {
+            value,
+            index: None,
+            parent,
+        } = binding.site
+        else {
             return None;
         };
         if binding.offset > use_node.start_byte() {
@@ -935,7 +943,7 @@ impl<'a> Analysis<'a> {
             return None;
         }
         // The `if` around the assignment, below the innermost statement holding both.
-        let mut branch = value.parent()?;
+        let mut branch = parent;
         loop {
             let kind = branch.kind_id();
             if branch.byte_range().contains(&use_node.start_byte())
@@ -959,6 +967,7 @@ impl<'a> Analysis<'a> {
         let Site::Value {
             value: before,
             index,
+            ..
         } = earlier.site
         else {
             return None;
@@ -980,7 +989,9 @@ impl<'a> Analysis<'a> {
     /// The value last assigned to a plain name before `node` (`weights = [0.5, 1.5]`).
     pub fn bound_value(&self, node: Node<'a>) -> Option<Node<'a>> {
         match self.reaching_binding(node)?.site {
-            Site::Value { value, index: None } => Some(value),
+            Site::Value {
+                value, index: None, ..
+            } => Some(value),
             _ => None,
         }
     }
@@ -989,10 +1000,13 @@ impl<'a> Analysis<'a> {
     /// element (or the whole right-hand side when it is not a literal tuple).
     pub fn reaching_value(&self, node: Node<'a>) -> Option<Node<'a>> {
         match self.reaching_binding(node)?.site {
-            Site::Value { value, index: None } => Some(value),
+            Site::Value {
+                value, index: None, ..
+            } => Some(value),
             Site::Value {
                 value,
                 index: Some(i),
+                ..
             } => Some(element_of(value, i).unwrap_or(value)),
             _ => None,
         }
@@ -1068,9 +1082,9 @@ impl<'a> Analysis<'a> {
         let passed_in = self
             .self_assignments(member)
             .all(|assignment| match assignment.site {
-                Site::Value { value, index: None } => {
-                    value.kind_id() == KINDS.identifier && self.is_parameter(value)
-                }
+                Site::Value {
+                    value, index: None, ..
+                } => value.kind_id() == KINDS.identifier && self.is_parameter(value),
                 _ => false,
             });
         !passed_in
@@ -1228,7 +1242,10 @@ impl<'a> Analysis<'a> {
         let [binding] = bindings else {
             return None;
         };
-        let Site::Value { value, index: None } = binding.site else {
+        let Site::Value {
+            value, index: None, ..
+        } = binding.site
+        else {
             return None;
         };
         if value.kind_id() != KINDS.list || value.named_child_count() != 0 {
@@ -1683,7 +1700,7 @@ impl<'a> Analysis<'a> {
             }
             let given;
             let value_facts = match assignment.site {
-                Site::Value { value, index } => {
+                Site::Value { value, index, .. } => {
                     let element = index.and_then(|i| element_of(value, i));
                     let target = element.unwrap_or(value);
                     if target.id() == node.id() {
@@ -1746,7 +1763,10 @@ impl<'a> Analysis<'a> {
     /// (`self.rnn = rnn_layer` in `__init__`).
     fn assigned_from_parameter(&self, class_node: Node<'a>, attribute: &str) -> bool {
         self.self_assignments(attribute).any(|assignment| {
-            let Site::Value { value, index: None } = assignment.site else {
+            let Site::Value {
+                value, index: None, ..
+            } = assignment.site
+            else {
                 return false;
             };
             class_node.byte_range().contains(&value.start_byte())
@@ -2249,9 +2269,9 @@ impl<'a> Analysis<'a> {
                             .contains(&assignment.node.start_byte())
                             && match assignment.site {
                                 // A submodule, not a function or a tensor kept on the model.
-                                Site::Value { value, index: None } => {
-                                    self.facts(value).kind == Kind::Module
-                                }
+                                Site::Value {
+                                    value, index: None, ..
+                                } => self.facts(value).kind == Kind::Module,
                                 _ => false,
                             }
                     }))
