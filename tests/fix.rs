@@ -434,3 +434,112 @@ for step in range(10):
         run.stderr
     );
 }
+
+/// Every rule with a fix (its documentation has a `Fix safety` section), on every one of its
+/// flagged examples: `--fix --unsafe-fixes` rewrites the example (the fixed text is a
+/// snapshot), the result still parses for Python itself, and linting it again for that rule
+/// finds only what no fix is offered for (a display-only suggestion, or a case the fix does
+/// not cover, listed in the snapshot).
+#[test]
+fn every_fixable_rule_fixes_its_flagged_examples_and_they_lint_clean_after() {
+    let registry = torchlint::rule_meta::RuleRegistry::load_builtin().expect("valid rule files");
+    let mut fixable = 0;
+    for rule in registry.iter() {
+        let has_fix = rule
+            .sections()
+            .iter()
+            .any(|section| section.title == torchlint::rule_meta::FIX_SAFETY_SECTION);
+        if !has_fix {
+            continue;
+        }
+        fixable += 1;
+        let project = Project::new();
+        let flagged: Vec<_> = rule
+            .examples()
+            .iter()
+            .filter(|example| example.kind == torchlint::rule_meta::ExampleKind::Flagged)
+            .collect();
+        assert!(!flagged.is_empty(), "{} has no flagged example", rule.code);
+        let names: Vec<String> = (0..flagged.len())
+            .map(|index| format!("example_{index}.py"))
+            .collect();
+        for (name, example) in names.iter().zip(&flagged) {
+            project.write(name, &example.code);
+        }
+        let code = rule.code.as_str();
+        let select = ["--select", code, "--no-cache"];
+        let fixed = project.run(
+            &[
+                &["check", "--fix", "--unsafe-fixes", "--exit-zero"],
+                &select[..],
+                &["."],
+            ]
+            .concat(),
+        );
+        assert_eq!(fixed.code, 0, "{code}: {}\n{}", fixed.stdout, fixed.stderr);
+        let after = project.run(
+            &[
+                &["check", "--output-format", "json", "--exit-zero"],
+                &select[..],
+                &["."],
+            ]
+            .concat(),
+        );
+        let remaining: Vec<serde_json::Value> =
+            serde_json::from_str(&after.stdout).expect("JSON findings");
+        let mut snapshot = String::new();
+        let mut changed = 0;
+        for (name, example) in names.iter().zip(&flagged) {
+            let text = std::fs::read_to_string(project.path().join(name)).unwrap();
+            changed += usize::from(text != example.code);
+            snapshot.push_str(&format!(
+                "## {} line {}\n",
+                rule.origin.display(),
+                example.file_line
+            ));
+            snapshot.push_str(&text);
+            for finding in remaining.iter().filter(|finding| {
+                finding["filename"]
+                    .as_str()
+                    .is_some_and(|file| file.ends_with(name.as_str()))
+            }) {
+                let applicability = finding["fix"]["applicability"].as_str();
+                assert!(
+                    matches!(applicability, None | Some("display-only")),
+                    "{code} {name}: a fixable finding is left after --fix --unsafe-fixes: {finding}"
+                );
+                snapshot.push_str(&format!(
+                    "# left, {}: line {}: {}\n",
+                    applicability.map_or("no fix offered", |_| "display-only fix"),
+                    finding["location"]["row"],
+                    finding["message"].as_str().unwrap_or_default()
+                ));
+            }
+            snapshot.push('\n');
+            assert_parses_for_python(&project.path().join(name));
+        }
+        assert!(
+            changed > 0,
+            "{code}: --fix changed none of its flagged examples"
+        );
+        insta::assert_snapshot!(format!("fixed_examples_{code}"), snapshot);
+    }
+    assert!(fixable >= 3, "only {fixable} rules document a fix");
+}
+
+/// Python's own parser accepts the file, where a Python is at hand.
+fn assert_parses_for_python(path: &std::path::Path) {
+    let python = std::env::var("TORCHLINT_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    let parsed = std::process::Command::new(python)
+        .args(["-c", "import ast, sys; ast.parse(open(sys.argv[1]).read())"])
+        .arg(path)
+        .output();
+    if let Ok(output) = parsed {
+        assert!(
+            output.status.success(),
+            "Python's own parser rejects {}: {}",
+            path.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}

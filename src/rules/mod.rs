@@ -3,6 +3,7 @@
 //! `rule_meta`, below the settings that select rules by it.
 
 pub mod declarative;
+pub mod edits;
 pub mod memory;
 pub mod performance;
 

@@ -10,11 +10,12 @@ use super::{
     per_batch_function, short,
 };
 use crate::checker::Checker;
-use crate::diagnostic::Diagnostic;
+use crate::diagnostic::{Diagnostic, Edit, Fix};
 use crate::parse::{FIELDS, KINDS};
-use crate::rule_meta::RuleMeta;
-use crate::rules::Check;
+use crate::rule_meta::{Applicability, RuleMeta};
+use crate::rules::{Check, edits};
 use crate::semantic::cross_file::Assumption;
+use crate::semantic::grad::GradMode;
 use crate::semantic::values::{Kind, Tri};
 
 pub struct GpuCollection;
@@ -116,12 +117,12 @@ fn check_forward_collection<'a>(
             "from every forward pass until something clears it",
         )
         .replace("{device}", super::device_name(checker));
-    out.push(
-        Diagnostic::new(rule, message, call.byte_range()).with_label(
-            function_facts.header.clone(),
-            "`forward` runs once per batch, and the module outlives every batch".to_owned(),
-        ),
+    let mut diagnostic = Diagnostic::new(rule, message, call.byte_range()).with_label(
+        function_facts.header.clone(),
+        "`forward` runs once per batch, and the module outlives every batch".to_owned(),
     );
+    diagnostic.fix = move_off_device(checker, found.value, |_| true);
+    out.push(diagnostic);
 }
 
 /// `[model(x.cuda()) for x in loader]`: a list of every batch's output, like `append` in a
@@ -183,10 +184,10 @@ fn check_comprehension<'a>(
         short(checker, iterable)
     );
     // At what it keeps: the element, which is where a fix goes (`.cpu()`).
-    out.push(
-        Diagnostic::new(rule, message, element.byte_range())
-            .with_label(clauses[0].byte_range(), label),
-    );
+    let mut diagnostic = Diagnostic::new(rule, message, element.byte_range())
+        .with_label(clauses[0].byte_range(), label);
+    diagnostic.fix = move_off_device(checker, element, |_| true);
+    out.push(diagnostic);
 }
 
 /// `self.preds.append(preds)` in a method with no loop of its own (a metric's `update`): a
@@ -441,6 +442,64 @@ impl GpuCollection {
                 node = parent;
             }
         }
-        out.push(Diagnostic::new(rule, message, range).with_label(label, why));
+        let mut diagnostic = Diagnostic::new(rule, message, range).with_label(label, why);
+        if found.how != How::Concat {
+            diagnostic.fix = move_off_device(checker, found.value, kept_on_device);
+        }
+        out.push(diagnostic);
     }
+}
+
+/// The fix: keep a host copy, `pred.cpu()` where grad is off and `pred.detach().cpu()` where it
+/// may be on (a graph would come along to the host otherwise); on each item of a list or tuple
+/// stored whole that `on_device` picks (`(correct, pred[:, 4].cpu(), labels)`). Not for an
+/// iterable added item by item (`extend(preds)`), nor for a concatenation (`torch.cat([acc,
+/// x])`: `acc` stays on the device, and the two would no longer join). Unsafe: what reads the
+/// container later gets host tensors, and a computation with device tensors would fail.
+fn move_off_device<'a>(
+    checker: &Checker<'a>,
+    value: Node<'a>,
+    on_device: impl Fn(Node<'a>) -> bool,
+) -> Option<Fix> {
+    let items: Vec<Node<'a>> = match edits::literal_items(value) {
+        Some(items) => items.into_iter().filter(|item| on_device(*item)).collect(),
+        None if edits::extended_by(checker, value) => return None,
+        None => vec![value],
+    };
+    // A list or tuple that is not a literal (what a helper returns) has no `.cpu()`.
+    if items.is_empty()
+        || items
+            .iter()
+            .any(|item| checker.analysis.facts(*item).kind == Kind::Container)
+    {
+        return None;
+    }
+    let grad_off = checker.grad_mode(value) == GradMode::Disabled;
+    let edits: Vec<Edit> = items
+        .into_iter()
+        .map(|item| {
+            let detached = grad_off || edits::method_called(checker, item) == Some("detach");
+            let method = if detached {
+                ".cpu()"
+            } else {
+                ".detach().cpu()"
+            };
+            edits::call_method(checker, item, method)
+        })
+        .collect();
+    let method = if grad_off {
+        ".cpu()"
+    } else {
+        ".detach().cpu()"
+    };
+    let kept = if edits.len() == 1 {
+        format!("`{}`", crate::source::snippet(&edits[0].content, 60))
+    } else {
+        format!("`{method}` of each device tensor")
+    };
+    Some(Fix {
+        message: format!("Keep {kept} instead"),
+        applicability: Applicability::Unsafe,
+        edits,
+    })
 }

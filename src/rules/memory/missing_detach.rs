@@ -7,10 +7,10 @@ use tree_sitter::Node;
 use super::tensor_accumulated::in_module_forward;
 use super::{How, accumulation, carrying_loops, forward_call, loop_header, short};
 use crate::checker::Checker;
-use crate::diagnostic::Diagnostic;
+use crate::diagnostic::{Diagnostic, Edit, Fix};
 use crate::parse::{FIELDS, KINDS, is_identifier_char};
-use crate::rule_meta::RuleMeta;
-use crate::rules::Check;
+use crate::rule_meta::{Applicability, RuleMeta};
+use crate::rules::{Check, edits};
 use crate::semantic::values::{Kind, Tri};
 
 pub struct MissingDetach;
@@ -262,7 +262,56 @@ fn check_forward_state<'a>(
         .replace("{value}", &short(checker, value))
         .replace("{target}", &short(checker, target))
         .replace("{held}", held);
-    out.push(Diagnostic::new(rule, message, node.byte_range()));
+    let mut diagnostic = Diagnostic::new(rule, message, node.byte_range());
+    // Not where the target is one name of several (`out, self.state = self.lstm(...)`): the
+    // value is the whole output then.
+    let whole = node.kind_id() != KINDS.assignment
+        || checker
+            .field(node, FIELDS.left)
+            .is_some_and(|left| left.id() == target.id());
+    if whole && !updates_itself {
+        diagnostic.fix = detach(checker, &[value]);
+    }
+    out.push(diagnostic);
+}
+
+/// The fix: `.detach()` on each value (on each tensor item of a tuple literal), so that what is
+/// kept, or goes back into the next call, carries no graph. None where a value is a container
+/// that is not a literal (an LSTM's `hidden` tuple has no `.detach()`) or is detached already.
+/// Unsafe: a backward that was meant to reach through the kept value (truncated
+/// backpropagation over several calls) stops at it.
+fn detach<'a>(checker: &Checker<'a>, values: &[Node<'a>]) -> Option<Fix> {
+    let mut items = Vec::new();
+    for &value in values {
+        match edits::literal_items(value) {
+            Some(inner) => items.extend(inner),
+            None => items.push(value),
+        }
+    }
+    if items.is_empty()
+        || items.iter().any(|item| {
+            checker.analysis.facts(*item).kind == Kind::Container
+                || edits::method_called(checker, *item) == Some("detach")
+        })
+    {
+        return None;
+    }
+    let edits: Vec<Edit> = items
+        .iter()
+        .map(|item| edits::call_method(checker, *item, ".detach()"))
+        .collect();
+    let message = match edits.as_slice() {
+        [one] => format!(
+            "Keep `{}` instead",
+            crate::source::snippet(&one.content, 60)
+        ),
+        _ => "Detach each tensor kept".to_owned(),
+    };
+    Some(Fix {
+        message,
+        applicability: Applicability::Unsafe,
+        edits,
+    })
 }
 
 /// In-place updates of a tensor: what they write records into its graph.

@@ -14,7 +14,7 @@ use crate::diagnostic::{Diagnostic, Edit, Fix, Severity};
 use crate::parse::{FIELDS, KINDS};
 use crate::rule_meta::Applicability;
 use crate::rule_meta::RuleMeta;
-use crate::rules::Check;
+use crate::rules::{Check, edits};
 use crate::semantic::values::{Kind, Tri};
 
 pub struct TensorAccumulated;
@@ -218,43 +218,60 @@ fn check_accumulation<'a>(
 
 /// The fix: keep a number, `loss.item()`, or where the container is later stacked into a
 /// tensor, a copy without the graph, `loss.detach().clone()` (not a bare `.detach()`: a
-/// reduction's 0-dim result can sit on a batch-sized storage that a detached view keeps).
-/// Unsafe: the kept value's type changes, and a later backward through it would break.
-fn keep_no_graph(
-    checker: &Checker<'_>,
-    container: Node<'_>,
-    value: Node<'_>,
+/// reduction's 0-dim result can sit on a batch-sized storage that a detached view keeps). A
+/// list or tuple stored whole (`history.extend([rec, kl])`) gets it on each item that holds a
+/// tensor; an iterable that is not a literal (`extend(losses)`) gets none: its items are out of
+/// reach. Unsafe: the kept value's type changes, and a later backward through it would break.
+fn keep_no_graph<'a>(
+    checker: &Checker<'a>,
+    container: Node<'a>,
+    value: Node<'a>,
     how: How,
 ) -> Option<Fix> {
     if !matches!(how, How::AugmentedAdd | How::Rebind | How::Append) {
         return None;
     }
-    let text = checker.node_text(value);
-    let simple = [
-        KINDS.identifier,
-        KINDS.attribute,
-        KINDS.call,
-        KINDS.subscript,
-    ]
-    .contains(&value.kind_id());
+    let items = match edits::literal_items(value) {
+        Some(items) => items
+            .into_iter()
+            .filter(|item| {
+                let facts = checker.analysis.facts(*item);
+                facts.kind == Kind::Tensor || facts.graph == Tri::Yes
+            })
+            .collect(),
+        None if how == How::Append && edits::extended_by(checker, value) => return None,
+        None => vec![value],
+    };
+    if items.is_empty() {
+        return None;
+    }
     let stacked = how == How::Append && stacked_later(checker, container);
     let method = if stacked {
         ".detach().clone()"
     } else {
         ".item()"
     };
-    let content = if simple {
-        format!("{text}{method}")
+    let edits: Vec<Edit> = items
+        .into_iter()
+        .map(|item| {
+            let detached = edits::method_called(checker, item) == Some("detach");
+            let method = if stacked && detached {
+                ".clone()"
+            } else {
+                method
+            };
+            edits::call_method(checker, item, method)
+        })
+        .collect();
+    let kept = if edits.len() == 1 {
+        format!("`{}`", crate::source::snippet(&edits[0].content, 60))
     } else {
-        format!("({text}){method}")
+        format!("`{method}` of each item")
     };
     Some(Fix {
-        message: format!("Keep `{}` instead", crate::source::snippet(&content, 60)),
+        message: format!("Keep {kept} instead"),
         applicability: Applicability::Unsafe,
-        edits: vec![Edit {
-            range: value.byte_range(),
-            content,
-        }],
+        edits,
     })
 }
 

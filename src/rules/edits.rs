@@ -1,0 +1,68 @@
+//! The edits rules' fixes are made of, where several rules make the same one: a method called
+//! on an expression (`loss.item()`, `pred.detach().cpu()`, `hidden.detach()`), and the items a
+//! stored list or tuple literal holds, each of which such a fix goes on.
+
+use tree_sitter::Node;
+
+use crate::checker::Checker;
+use crate::diagnostic::Edit;
+use crate::parse::KINDS;
+
+/// `node` with `.method()` called on it (`method` written with its dot and parentheses,
+/// `".item()"`): in parentheses unless it is a primary expression, where a call binds tighter
+/// than any operator around it (`(loss * 2).item()`, not `loss * 2.item()`).
+pub fn call_method(checker: &Checker<'_>, node: Node<'_>, method: &str) -> Edit {
+    let text = checker.node_text(node);
+    let primary = [
+        KINDS.identifier,
+        KINDS.attribute,
+        KINDS.call,
+        KINDS.subscript,
+        KINDS.parenthesized_expression,
+    ]
+    .contains(&node.kind_id());
+    Edit {
+        range: node.byte_range(),
+        content: if primary {
+            format!("{text}{method}")
+        } else {
+            format!("({text}){method}")
+        },
+    }
+}
+
+/// The items of a list or tuple literal (`[rec, kl]`, `(out, labels)`): what a fix that moves
+/// or converts a stored value goes on, one by one. `None` for any other expression.
+pub fn literal_items<'a>(node: Node<'a>) -> Option<Vec<Node<'a>>> {
+    let literal = [KINDS.list, KINDS.tuple, KINDS.expression_list].contains(&node.kind_id());
+    literal.then(|| {
+        let mut cursor = node.walk();
+        node.named_children(&mut cursor)
+            .filter(|item| item.kind_id() != KINDS.comment)
+            .collect()
+    })
+}
+
+/// Whether `value` is the argument of `acc.extend(value)`, which adds its items one by one: a
+/// method called on it would go on the iterable, not on what is kept.
+pub fn extended_by<'a>(checker: &Checker<'a>, value: Node<'a>) -> bool {
+    value
+        .parent()
+        .and_then(|arguments| arguments.parent())
+        .and_then(|call| checker.callee(call))
+        .is_some_and(|callee| checker.node_text(callee).ends_with(".extend"))
+}
+
+/// The method `node` is a call of (`"detach"` for `out.detach()`), if it is one.
+pub fn method_called<'a>(checker: &Checker<'a>, node: Node<'a>) -> Option<&'a str> {
+    if node.kind_id() != KINDS.call {
+        return None;
+    }
+    let callee = checker.callee(node)?;
+    if callee.kind_id() != KINDS.attribute {
+        return None;
+    }
+    checker
+        .field(callee, crate::parse::FIELDS.attribute)
+        .map(|attribute| checker.node_text(attribute))
+}
