@@ -543,3 +543,91 @@ fn assert_parses_for_python(path: &std::path::Path) {
         );
     }
 }
+
+const PACK_RULE: &str = r#"+++
+code = "ACME002"
+name = "cuda-call"
+pack = "lint-rules"
+severity = "info"
+enabled-by-default = true
+message = "`{obj}.cuda()` always picks the current CUDA device"
+help = "move it to the run's device"
+implementation = "declarative"
+
+[[match]]
+pattern = '''
+(call
+  function: (attribute object: (_) @obj attribute: (identifier) @method)
+  arguments: (argument_list) @args
+  (#eq? @method "cuda")) @call
+'''
+report = "call"
+fix = { message = "Move it with `.to(device)`", applicability = "safe", replace = "call", with = "{obj}.to(device)" }
+
+[[match]]
+pattern = '''(call function: (attribute attribute: (identifier) @method) @callee (#eq? @method "synchronize")) @call'''
+report = "call"
+message = "`{callee}()` waits for the GPU"
+fix = { message = "Remove the call", applicability = "unsafe", remove-statement = "call" }
++++
+## What it does
+
+Flags `.cuda()`.
+"#;
+
+/// A user pack's declarative fixes, ast-grep style: `replace` a capture `with` a template of
+/// the captures' text, and `remove-statement`; applied by `--fix` like a built-in rule's.
+#[test]
+fn user_pack_fixes_rewrite_with_their_captures_and_remove_statements() {
+    let project = Project::new();
+    project.write("lint-rules/cuda-call.md", PACK_RULE);
+    project.write(
+        "torchlint.toml",
+        "extend-rule-packs = [\"lint-rules\"]\nselect = [\"ACME\"]\n",
+    );
+    project.write(
+        "train.py",
+        "import torch\n\nfor x in loader:\n    y = model(x.cuda())\n    torch.cuda.synchronize()\n",
+    );
+    let run = project.run(&["check", "--no-cache", "--fix", "--unsafe-fixes", "train.py"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("train.py")).unwrap(),
+        "import torch\n\nfor x in loader:\n    y = model(x.to(device))\n"
+    );
+}
+
+/// A template placeholder no capture fills would be written into the user's code: the rule
+/// file is refused, naming the file and the placeholder, before anything is linted.
+#[test]
+fn a_fix_template_naming_no_capture_is_an_error_in_the_rule_file() {
+    let project = Project::new();
+    project.write(
+        "lint-rules/cuda-call.md",
+        PACK_RULE.replace(
+            "with = \"{obj}.to(device)\"",
+            "with = \"{object}.to(device)\"",
+        ),
+    );
+    project.write("torchlint.toml", "extend-rule-packs = [\"lint-rules\"]\n");
+    project.write("train.py", "x.cuda()\n");
+    let run = project.run(&["check", "--no-cache", "train.py"]);
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    assert!(
+        run.stderr.contains("cuda-call.md") && run.stderr.contains("the fix's `{object}`"),
+        "{}",
+        run.stderr
+    );
+    let both = PACK_RULE.replace(
+        "replace = \"call\", with",
+        "append-argument = \"args\", text = \"1\", replace = \"call\", with",
+    );
+    project.write("lint-rules/cuda-call.md", both);
+    let run = project.run(&["check", "--no-cache", "train.py"]);
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    assert!(
+        run.stderr.contains("a `fix` needs exactly one of"),
+        "{}",
+        run.stderr
+    );
+}

@@ -167,6 +167,12 @@ pub struct FixSpec {
 pub enum FixEdit {
     /// Append `text` as the last argument of the captured call or argument list.
     AppendArgument { capture: u32, text: String },
+    /// Replace the captured node with `template`, its `{name}` placeholders filled with the
+    /// whole source text of the captures they name (ast-grep's rewrite).
+    Replace { capture: u32, template: String },
+    /// Remove the statement the captured node is (its whole line; `pass` where it is the only
+    /// statement of its block).
+    RemoveStatement { capture: u32 },
 }
 
 /// A validation failure, with the byte offset in the TOML text it concerns.
@@ -219,9 +225,15 @@ struct RawPredicate {
 struct RawFix {
     message: String,
     applicability: Option<String>,
-    append_argument: String,
-    text: String,
+    append_argument: Option<String>,
+    text: Option<String>,
+    replace: Option<String>,
+    with: Option<String>,
+    remove_statement: Option<String>,
 }
+
+const FIX_KINDS: &str =
+    "`append-argument` (with `text`), `replace` (with `with`) or `remove-statement`";
 
 /// `{name}` in a message: the text of the capture `@name`.
 static PLACEHOLDER: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
@@ -499,13 +511,44 @@ impl MatchClause {
                         ));
                     }
                 };
+                let edit = match (
+                    (fix.append_argument, fix.text),
+                    (fix.replace, fix.with),
+                    fix.remove_statement,
+                ) {
+                    ((Some(target), Some(text)), (None, None), None) => FixEdit::AppendArgument {
+                        capture: capture(&target, offset)?,
+                        text,
+                    },
+                    ((None, None), (Some(target), Some(template)), None) => {
+                        // A placeholder no capture fills would be written into the user's code.
+                        for placeholder in PLACEHOLDER.captures_iter(&template) {
+                            capture(&placeholder[1], offset).map_err(|error| {
+                                SpecError::at(
+                                    error.offset,
+                                    format!("the fix's `{}`: {}", &placeholder[0], error.message),
+                                )
+                            })?;
+                        }
+                        FixEdit::Replace {
+                            capture: capture(&target, offset)?,
+                            template,
+                        }
+                    }
+                    ((None, None), (None, None), Some(target)) => FixEdit::RemoveStatement {
+                        capture: capture(&target, offset)?,
+                    },
+                    _ => {
+                        return Err(SpecError::at(
+                            offset,
+                            format!("a `fix` needs exactly one of {FIX_KINDS}"),
+                        ));
+                    }
+                };
                 Some(FixSpec {
                     message: fix.message,
                     applicability,
-                    edit: FixEdit::AppendArgument {
-                        capture: capture(&fix.append_argument, offset)?,
-                        text: fix.text,
-                    },
+                    edit,
                 })
             }
         };

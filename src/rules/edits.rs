@@ -1,6 +1,7 @@
 //! The edits rules' fixes are made of, where several rules make the same one: a method called
-//! on an expression (`loss.item()`, `pred.detach().cpu()`, `hidden.detach()`), and the items a
-//! stored list or tuple literal holds, each of which such a fix goes on.
+//! on an expression (`loss.item()`, `pred.detach().cpu()`, `x.detach()`), the items a stored
+//! list or tuple literal holds, each of which such a fix goes on, and a statement removed (a
+//! Rust rule's or a declarative rule's `remove-statement`).
 
 use tree_sitter::Node;
 
@@ -65,4 +66,42 @@ pub fn method_called<'a>(checker: &Checker<'a>, node: Node<'a>) -> Option<&'a st
     checker
         .field(callee, crate::parse::FIELDS.attribute)
         .map(|attribute| checker.node_text(attribute))
+}
+
+/// Removes the statement `node` is (an expression statement of it alone, such as a call): its
+/// whole line, or `pass` in its place where it is the only statement of its block. `None` where
+/// the statement shares its line with other code, or `node` is not a statement of its own.
+pub fn remove_statement(checker: &Checker<'_>, node: Node<'_>) -> Option<Edit> {
+    let statement = node
+        .parent()
+        .filter(|parent| parent.kind_id() == KINDS.expression_statement)?;
+    let block = statement.parent()?;
+    let text = checker.source.text();
+    let line_start = text[..statement.start_byte()]
+        .rfind('\n')
+        .map_or(0, |at| at + 1);
+    let line_end = text[statement.end_byte()..]
+        .find('\n')
+        .map_or(text.len(), |at| statement.end_byte() + at + 1);
+    let alone = text[line_start..statement.start_byte()].trim().is_empty()
+        && text[statement.end_byte()..line_end].trim().is_empty();
+    if !alone {
+        return None;
+    }
+    let mut cursor = block.walk();
+    let statements = block
+        .named_children(&mut cursor)
+        .filter(|child| child.kind_id() != KINDS.comment)
+        .count();
+    Some(if statements == 1 && block.kind_id() != KINDS.module {
+        Edit {
+            range: statement.byte_range(),
+            content: "pass".to_owned(),
+        }
+    } else {
+        Edit {
+            range: line_start..line_end,
+            content: String::new(),
+        }
+    })
 }

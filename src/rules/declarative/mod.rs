@@ -149,7 +149,7 @@ fn evaluate<'a>(
         diagnostic = diagnostic.with_label(range, message);
     }
     if let Some(fix) = &clause.fix {
-        diagnostic.fix = fix_edit(fix, found).map(|edit| Fix {
+        diagnostic.fix = fix_edit(fix, &clause.query, found, checker).map(|edit| Fix {
             message: fix.message.clone(),
             applicability: fix.applicability,
             edits: vec![edit],
@@ -181,8 +181,35 @@ fn fill_placeholders(
     message
 }
 
-fn fix_edit(fix: &FixSpec, found: &QueryMatch<'_, '_>) -> Option<Edit> {
+fn fix_edit<'a>(
+    fix: &FixSpec,
+    query: &tree_sitter::Query,
+    found: &QueryMatch<'_, 'a>,
+    checker: &Checker<'a>,
+) -> Option<Edit> {
     match &fix.edit {
+        FixEdit::Replace { capture, template } => {
+            let node = found.nodes_for_capture_index(*capture).next()?;
+            let mut content = template.clone();
+            for (index, name) in query.capture_names().iter().enumerate() {
+                let placeholder = format!("{{{name}}}");
+                if !content.contains(&placeholder) {
+                    continue;
+                }
+                // A capture the match left empty (an optional one): no fix rather than a
+                // placeholder written into the code.
+                let captured = found.nodes_for_capture_index(index as u32).next()?;
+                content = content.replace(&placeholder, checker.node_text(captured));
+            }
+            Some(Edit {
+                range: node.byte_range(),
+                content,
+            })
+        }
+        FixEdit::RemoveStatement { capture } => crate::rules::edits::remove_statement(
+            checker,
+            found.nodes_for_capture_index(*capture).next()?,
+        ),
         FixEdit::AppendArgument { capture, text } => {
             let node = found.nodes_for_capture_index(*capture).next()?;
             let arguments = if node.kind_id() == KINDS.call {

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use tree_sitter::Node;
 
 use crate::checker::{Checker, last_part_is};
-use crate::diagnostic::{Diagnostic, Edit, Fix};
-use crate::parse::KINDS;
+use crate::diagnostic::{Diagnostic, Fix};
+
 use crate::rule_meta::Applicability;
 use crate::rule_meta::RuleMeta;
-use crate::rules::Check;
+use crate::rules::{Check, edits};
 use crate::semantic::gates::Interval;
 
 pub struct EmptyCacheInLoop;
@@ -101,41 +101,9 @@ impl Check for EmptyCacheInLoop {
 /// Unsafe: code that relied on the flush (a measurement of free memory right after it, another
 /// process sharing the GPU) behaves otherwise.
 fn remove_statement(checker: &Checker<'_>, call: Node<'_>) -> Option<Fix> {
-    let statement = call
-        .parent()
-        .filter(|parent| parent.kind_id() == KINDS.expression_statement)?;
-    let block = statement.parent()?;
-    let text = checker.source.text();
-    let line_start = text[..statement.start_byte()]
-        .rfind('\n')
-        .map_or(0, |at| at + 1);
-    let line_end = text[statement.end_byte()..]
-        .find('\n')
-        .map_or(text.len(), |at| statement.end_byte() + at + 1);
-    let alone = text[line_start..statement.start_byte()].trim().is_empty()
-        && text[statement.end_byte()..line_end].trim().is_empty();
-    if !alone {
-        return None;
-    }
-    let mut cursor = block.walk();
-    let statements = block
-        .named_children(&mut cursor)
-        .filter(|child| child.kind_id() != KINDS.comment)
-        .count();
-    let edit = if statements == 1 {
-        Edit {
-            range: statement.byte_range(),
-            content: "pass".to_owned(),
-        }
-    } else {
-        Edit {
-            range: line_start..line_end,
-            content: String::new(),
-        }
-    };
     Some(Fix {
         message: "Remove the call".to_owned(),
         applicability: Applicability::Unsafe,
-        edits: vec![edit],
+        edits: vec![edits::remove_statement(checker, call)?],
     })
 }
