@@ -6,11 +6,11 @@ use tree_sitter::Node;
 
 use super::short;
 use crate::checker::Checker;
-use crate::diagnostic::Diagnostic;
+use crate::diagnostic::{Diagnostic, Edit, Fix};
 use crate::parse::{FIELDS, KINDS};
-use crate::rule_meta::RuleMeta;
-use crate::rules::Check;
+use crate::rule_meta::{Applicability, RuleMeta};
 use crate::rules::declarative::find_argument;
+use crate::rules::{Check, edits};
 use crate::semantic::values::{Kind, Tri};
 
 pub struct Float64Data;
@@ -106,6 +106,7 @@ impl Check for Float64Data {
         let name = resolved.unwrap_or_default();
         let source = checker.text();
         let dtype = find_argument(call, source, Some("dtype"), None).found();
+        let mut fix = None;
         let what = if DEFAULT_DTYPE.contains(&name.as_str()) {
             let argument = find_argument(call, source, Some("d"), Some(0))
                 .found()
@@ -122,6 +123,7 @@ impl Check for Float64Data {
             if !creates_data(checker, call, &name) || checks_gradients(checker, call) {
                 return;
             }
+            fix = float32_dtype(checker, dtype);
             format!("`{}` creates a float64 tensor", short(checker, call))
         } else if FROM_ARRAYS.contains(&name.as_str()) {
             let Some(array) = find_argument(call, source, Some("data"), Some(0)).found() else {
@@ -134,6 +136,11 @@ impl Check for Float64Data {
             if converted_right_away(checker, call) {
                 return;
             }
+            fix = Some(Fix {
+                message: "Convert it with `.float()`".to_owned(),
+                applicability: Applicability::Unsafe,
+                edits: vec![edits::call_method(checker, call, ".float()")],
+            });
             format!("`{}` keeps NumPy's default float64", short(checker, call))
         } else if callee.kind_id() == KINDS.attribute && casts_to_float64(checker, call, callee) {
             let Some(receiver) = checker.field(callee, FIELDS.object) else {
@@ -164,8 +171,31 @@ impl Check for Float64Data {
             return;
         };
         let message = rule.message.replace("{what}", &what);
-        out.push(Diagnostic::new(rule, message, call.byte_range()));
+        let mut diagnostic = Diagnostic::new(rule, message, call.byte_range());
+        diagnostic.fix = fix;
+        out.push(diagnostic);
     }
+}
+
+/// The fix of `dtype=torch.float64` (or `torch.double`, through any alias of `torch`): the
+/// same module's `float32`. Unsafe: the tensor loses precision, and code that compares dtypes
+/// or mixes it with float64 tensors behaves otherwise.
+fn float32_dtype<'a>(checker: &Checker<'a>, dtype: Node<'a>) -> Option<Fix> {
+    if dtype.kind_id() != KINDS.attribute {
+        return None;
+    }
+    let attribute = checker.field(dtype, FIELDS.attribute)?;
+    if !matches!(checker.node_text(attribute), "float64" | "double") {
+        return None;
+    }
+    Some(Fix {
+        message: "Make it float32".to_owned(),
+        applicability: Applicability::Unsafe,
+        edits: vec![Edit {
+            range: attribute.byte_range(),
+            content: "float32".to_owned(),
+        }],
+    })
 }
 
 /// Whether an explicitly float64 creation makes data (a buffer, a batch, a dataset) rather
