@@ -631,3 +631,44 @@ fn a_fix_template_naming_no_capture_is_an_error_in_the_rule_file() {
         run.stderr
     );
 }
+
+/// TL108's fix is safe where all the load returns goes into `load_state_dict` (straight, or
+/// through a name read only there): `--fix` alone applies those, and leaves the load whose
+/// checkpoint is read elsewhere (`ckpt["epoch"]`) to `--unsafe-fixes`.
+#[test]
+fn a_load_that_only_feeds_load_state_dict_is_fixed_safely() {
+    let project = Project::new();
+    let script = "\
+import torch
+
+def restore(model, opt, path):
+    model.load_state_dict(torch.load(path))
+    state = torch.load(path)
+    model.load_state_dict(state[\"model\"])
+    opt.load_state_dict(state_dict=state[\"opt\"])
+    ckpt = torch.load(path)
+    model.load_state_dict(ckpt[\"model\"])
+    return ckpt[\"epoch\"]
+";
+    project.write("train.py", script);
+    let run = project.run(&["check", "--no-cache", "--fix", "train.py"]);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout
+            .contains("1 hidden fix can be enabled with the `--unsafe-fixes` option"),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("train.py")).unwrap(),
+        script
+            .replace(
+                "torch.load(path))",
+                "torch.load(path, map_location=\"cpu\"))"
+            )
+            .replace(
+                "state = torch.load(path)",
+                "state = torch.load(path, map_location=\"cpu\")"
+            )
+    );
+}

@@ -161,6 +161,9 @@ pub struct FixSpec {
     pub message: String,
     pub applicability: Applicability,
     pub edit: FixEdit,
+    /// Methods (`load_state_dict`) such that the fix is safe where everything the reported
+    /// call returns goes into an argument of one of them.
+    pub safe_if_passed_to: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -230,6 +233,8 @@ struct RawFix {
     replace: Option<String>,
     with: Option<String>,
     remove_statement: Option<String>,
+    #[serde(default)]
+    safe_if_passed_to: Vec<String>,
 }
 
 const FIX_KINDS: &str =
@@ -549,6 +554,7 @@ impl MatchClause {
                     message: fix.message,
                     applicability,
                     edit,
+                    safe_if_passed_to: fix.safe_if_passed_to,
                 })
             }
         };

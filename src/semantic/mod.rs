@@ -10,6 +10,7 @@ pub mod analysis;
 pub mod backprop;
 mod branches;
 pub mod constants;
+pub mod consumers;
 pub mod cross_file;
 pub mod facts;
 pub mod forward;

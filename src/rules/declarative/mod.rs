@@ -10,10 +10,10 @@ use crate::checker::{Checker, GradMode, last_part_is};
 use crate::diagnostic::{Diagnostic, Edit, Fix};
 pub use crate::parse::{ArgumentLookup, find_argument};
 use crate::parse::{FIELDS, KINDS};
-use crate::rule_meta::RuleMeta;
 use crate::rule_meta::declarative::{
     DeclarativeRule, FixEdit, FixSpec, GradRequirement, MatchClause, Predicate,
 };
+use crate::rule_meta::{Applicability, RuleMeta};
 
 /// Runs clause `index` of a rule at `node` (whose kind is the clause's root kind): its
 /// prefilter first, so that the query is compiled only once a node passes it.
@@ -149,9 +149,19 @@ fn evaluate<'a>(
         diagnostic = diagnostic.with_label(range, message);
     }
     if let Some(fix) = &clause.fix {
+        let applicability = if !fix.safe_if_passed_to.is_empty()
+            && report.kind_id() == KINDS.call
+            && checker
+                .analysis
+                .result_only_passed_to(report, &fix.safe_if_passed_to)
+        {
+            Applicability::Safe
+        } else {
+            fix.applicability
+        };
         diagnostic.fix = fix_edit(fix, &clause.query, found, checker).map(|edit| Fix {
             message: fix.message.clone(),
-            applicability: fix.applicability,
+            applicability,
             edits: vec![edit],
         });
     }
