@@ -672,3 +672,32 @@ def restore(model, opt, path):
             )
     );
 }
+
+/// A read-only file is not fixed (its owner marked it not to change: vendored or generated
+/// code), though renaming a new file over it would succeed, even for root: the run says so,
+/// naming it, fixes the other files, and exits 2 as for any file it could not handle.
+#[cfg(unix)]
+#[test]
+fn a_read_only_file_is_left_as_it_is_and_the_others_are_fixed() {
+    use std::os::unix::fs::PermissionsExt;
+    let project = Project::new();
+    let locked = project.write("vendored.py", LOADS);
+    project.write("a.py", LOADS);
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let run = project.run(&["check", "--no-cache", "--fix", "--unsafe-fixes", "."]);
+    assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains("vendored.py") && run.stderr.contains("read-only"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(std::fs::read_to_string(&locked).unwrap(), LOADS);
+    assert_eq!(
+        std::fs::metadata(&locked).unwrap().permissions().mode() & 0o777,
+        0o444
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("a.py")).unwrap(),
+        FIXED
+    );
+}

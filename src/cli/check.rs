@@ -697,8 +697,16 @@ fn bom_if_unchanged(
     None
 }
 
-/// Replaces a file atomically with `text`, after the BOM it had.
+/// Replaces a file atomically with `text`, after the BOM it had. A read-only file is left as it
+/// is: the rename would replace it all the same, but its owner marked it not to be changed (a
+/// vendored or generated module).
 fn write_with_bom(path: &Path, bom: bool, text: &str) -> io::Result<()> {
+    if std::fs::metadata(path).is_ok_and(|metadata| metadata.permissions().readonly()) {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "the file is read-only; make it writable to have it fixed",
+        ));
+    }
     let mut out = Vec::with_capacity(text.len() + BOM.len());
     if bom {
         out.extend_from_slice(BOM);
