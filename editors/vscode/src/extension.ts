@@ -1,6 +1,8 @@
 // The VS Code client of `torchlint server`: it starts the server over stdio for Python files
-// and forwards the `torchlint.select` / `torchlint.ignore` settings. Diagnostics, quick fixes and
-// hovers all come from the server; nothing here knows about rules.
+// and forwards the `torchlint.select` / `torchlint.ignore` / `torchlint.unsafeFixes` settings.
+// Diagnostics, quick fixes, fix-all (`source.fixAll.torchlint`, which package.json declares so
+// that `editor.codeActionsOnSave` offers it) and hovers all come from the server; nothing here
+// knows about rules.
 
 import * as path from "path";
 import * as vscode from "vscode";
@@ -22,10 +24,12 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         await restart();
       } else if (
         client?.isRunning() &&
-        (event.affectsConfiguration("torchlint.select") || event.affectsConfiguration("torchlint.ignore"))
+        ["torchlint.select", "torchlint.ignore", "torchlint.unsafeFixes"].some((key) =>
+          event.affectsConfiguration(key),
+        )
       ) {
         await client.sendNotification(DidChangeConfigurationNotification.type, {
-          settings: { torchlint: ruleSettings() },
+          settings: { torchlint: clientSettings() },
         });
       }
     }),
@@ -44,7 +48,7 @@ async function start(): Promise<void> {
     // Only files on disk: the server finds the project's pyproject.toml / torchlint.toml
     // from the document's path.
     documentSelector: [{ scheme: "file", language: "python" }],
-    initializationOptions: ruleSettings(),
+    initializationOptions: clientSettings(),
   };
   // The id "torchlint" makes the client read `torchlint.trace.server` by itself.
   client = new LanguageClient("torchlint", "torchlint", serverOptions, clientOptions);
@@ -70,11 +74,13 @@ function executable(): string {
   return configured;
 }
 
-/** `{ select, ignore }` as the server reads them. Empty lists are left out, so that the
- *  project's own configuration decides rather than "select nothing". */
-function ruleSettings(): { select?: string[]; ignore?: string[] } {
+/** `{ select, ignore, unsafeFixes }` as the server reads them. Empty lists are left out, so
+ *  that the project's own configuration decides rather than "select nothing". */
+function clientSettings(): { select?: string[]; ignore?: string[]; unsafeFixes: boolean } {
   const config = vscode.workspace.getConfiguration("torchlint");
-  const settings: { select?: string[]; ignore?: string[] } = {};
+  const settings: { select?: string[]; ignore?: string[]; unsafeFixes: boolean } = {
+    unsafeFixes: config.get<boolean>("unsafeFixes", false),
+  };
   for (const key of ["select", "ignore"] as const) {
     const codes = config.get<string[]>(key, []);
     if (codes.length > 0) {
