@@ -1,5 +1,6 @@
 //! End to end with a real LSP client: headless Neovim opens a Python file, attaches
-//! `torchlint server` to it and reports the diagnostics it received.
+//! `torchlint server` to it and reports the diagnostics it received; then it asks for the code
+//! actions at the TL102 finding, applies the rule's fix, and reports what is left.
 //!
 //! Skipped when `nvim` is not on PATH, unless `TORCHLINT_REQUIRE_NEOVIM=1` (as in CI).
 
@@ -55,14 +56,53 @@ local function run()
   note(#vim.diagnostic.get(bufnr) > 0 and 'diagnostics arrived'
     or (arrived and 'no diagnostics: the server exited' or 'no diagnostics after 10 s'))
 
-  local found = {}
-  for _, d in ipairs(vim.diagnostic.get(bufnr)) do
-    table.insert(found, {
-      code = d.code, lnum = d.lnum, col = d.col, source = d.source, message = d.message,
-    })
+  local function diagnostics()
+    local found = {}
+    for _, d in ipairs(vim.diagnostic.get(bufnr)) do
+      table.insert(found, {
+        code = d.code, lnum = d.lnum, col = d.col, source = d.source, message = d.message,
+      })
+    end
+    return found
   end
+  local report = { before = diagnostics(), after = {}, applied = '' }
+
+  -- The rule's own fix of the TL102 finding, as a user picks it from the code actions.
+  local target
+  for _, d in ipairs(vim.diagnostic.get(bufnr)) do
+    if d.code == 'TL102' then target = d end
+  end
+  if target then
+    local params = {
+      textDocument = { uri = vim.uri_from_bufnr(bufnr) },
+      range = {
+        start = { line = target.lnum, character = target.col },
+        ['end'] = { line = target.end_lnum, character = target.end_col },
+      },
+      context = { diagnostics = {} },
+    }
+    local responses = vim.lsp.buf_request_sync(bufnr, 'textDocument/codeAction', params, 10000)
+    for _, response in pairs(responses or {}) do
+      for _, action in ipairs(response.result or {}) do
+        if action.edit and not action.title:find('Ignore') and report.applied == '' then
+          report.applied = action.title
+          vim.lsp.util.apply_workspace_edit(action.edit, 'utf-16')
+        end
+      end
+    end
+    note('applied: ' .. report.applied)
+    -- The edit changes the buffer, the client sends it, the server publishes again.
+    vim.wait(10000, function()
+      for _, d in ipairs(vim.diagnostic.get(bufnr)) do
+        if d.code == 'TL102' then return false end
+      end
+      return true
+    end, 50)
+  end
+  report.after = diagnostics()
+  report.text = table.concat(vim.api.nvim_buf_get_lines(bufnr, 0, -1, false), '\n')
   local out = assert(io.open(vim.env.TORCHLINT_NVIM_OUT, 'w'))
-  out:write(vim.json.encode(found)) -- an empty table encodes as [], as wanted
+  out:write(vim.json.encode(report))
   out:close()
 end
 
@@ -99,13 +139,13 @@ fn neovim_available() -> bool {
 }
 
 #[test]
-fn neovim_shows_the_servers_diagnostics() {
+fn neovim_shows_the_servers_diagnostics_and_applies_a_fix() {
     if !neovim_available() {
         if std::env::var("TORCHLINT_REQUIRE_NEOVIM").as_deref() == Ok("1") {
             panic!("TORCHLINT_REQUIRE_NEOVIM=1 but `nvim` is not on PATH");
         }
         common::report_skip(
-            "neovim_shows_the_servers_diagnostics",
+            "neovim_shows_the_servers_diagnostics_and_applies_a_fix",
             "`nvim` is not on PATH",
         );
         return;
@@ -170,8 +210,9 @@ fn neovim_shows_the_servers_diagnostics() {
         status.is_some_and(|s| s.success()),
         "nvim did not finish cleanly\n{context}"
     );
-    let diagnostics: Vec<Diagnostic> = serde_json::from_str(&read(&out))
+    let report: Report = serde_json::from_str(&read(&out))
         .unwrap_or_else(|error| panic!("no diagnostics file ({error})\n{context}"));
+    let diagnostics = report.before;
 
     // The CLI's 10:22 and 11:5, as Neovim's 0-based lines and columns.
     let mut found: Vec<(&str, u32, u32)> = diagnostics
@@ -192,4 +233,34 @@ fn neovim_shows_the_servers_diagnostics() {
         );
         assert!(!diagnostic.message.is_empty(), "{diagnostic:?}");
     }
+
+    // The fix applied from the editor: the line keeps a number, and only TL101 is left.
+    assert!(
+        report.applied.contains("loss.item()") && report.applied.contains("(unsafe)"),
+        "{:?}\n{context}",
+        report.applied
+    );
+    assert!(
+        report
+            .text
+            .lines()
+            .any(|line| line == "    total += loss.item()"),
+        "{}\n{context}",
+        report.text
+    );
+    let after: Vec<&str> = report
+        .after
+        .iter()
+        .map(|d| d.code.as_deref().unwrap_or("?"))
+        .collect();
+    assert_eq!(after, ["TL101"], "{:#?}\n{context}", report.after);
+}
+
+/// What the client saw: the diagnostics first, the fix it applied, and after.
+#[derive(Debug, Deserialize)]
+struct Report {
+    before: Vec<Diagnostic>,
+    applied: String,
+    after: Vec<Diagnostic>,
+    text: String,
 }
