@@ -9,6 +9,7 @@ use tree_sitter::Tree;
 use crate::checker::{self, InternalError};
 use crate::diagnostic::{self, Diagnostic};
 use crate::parse;
+use crate::rule_meta::Applicability;
 use crate::rules::Dispatch;
 use crate::semantic::SemanticModel;
 use crate::semantic::analysis::ProjectView;
@@ -174,11 +175,16 @@ pub fn lint_parsed_in(
         twins
     });
     merge_superseded(&mut diagnostics, source);
-    // The config's fix selection (`fixable`, `unfixable`, `extend-safe-fixes`, ...).
+    // The config's fix selection (`fixable`, `unfixable`, `extend-safe-fixes`, ...). A
+    // notebook's fixes are shown, not applied: its findings point into the cells' joined text,
+    // not the file's JSON, so nothing may count them as fixable.
     for diagnostic in &mut diagnostics {
         if let Some(fix) = &mut diagnostic.fix {
-            fix.applicability =
-                settings.fix_applicability(&diagnostic.rule.code, fix.applicability);
+            fix.applicability = if source.is_notebook() {
+                Applicability::DisplayOnly
+            } else {
+                settings.fix_applicability(&diagnostic.rule.code, fix.applicability)
+            };
         }
     }
     LintOutcome {

@@ -230,6 +230,27 @@ impl<'s> Scopes<'s> {
         self.scopes[scope].globals.push(name);
     }
 
+    /// The name the module binds to an import of exactly `qualified` (`th` for `import torch as
+    /// th`, `no_grad` for `from torch import no_grad`), where a fix writes code that needs it;
+    /// the earliest such import, when several do.
+    pub fn module_name_for(&self, qualified: &str) -> Option<&'s str> {
+        let module = self.scopes.first()?;
+        module
+            .bindings
+            .iter()
+            .filter_map(|(name, bindings)| {
+                bindings
+                    .as_slice()
+                    .iter()
+                    .find(|binding| {
+                        matches!(&binding.kind, BindingKind::Import(q) if &**q == qualified)
+                    })
+                    .map(|binding| (binding.offset, *name))
+            })
+            .min()
+            .map(|(_, name)| name)
+    }
+
     /// The qualified name `node` (an identifier or attribute chain) refers to, seen from
     /// `scope` at the node's position; `None` when it is the user's own code or unknown.
     /// Unbound names resolve to themselves (builtins such as `print`).

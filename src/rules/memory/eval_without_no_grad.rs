@@ -7,8 +7,9 @@ use tree_sitter::Node;
 
 use super::{forward_call, short};
 use crate::checker::{Checker, GradMode};
-use crate::diagnostic::Diagnostic;
-use crate::rule_meta::RuleMeta;
+use crate::diagnostic::{Diagnostic, Edit, Fix};
+use crate::parse::{FIELDS, KINDS};
+use crate::rule_meta::{Applicability, RuleMeta};
 use crate::rules::Check;
 use crate::semantic::{ModeCall, modules};
 
@@ -112,6 +113,7 @@ impl EvalWithoutNoGrad {
                 ),
             );
         }
+        diagnostic.fix = no_grad_decorator(checker);
         out.push(diagnostic);
     }
 }
@@ -165,7 +167,111 @@ fn check_helper_call<'a>(
             "eval mode switches Dropout and BatchNorm, not autograd",
         );
     }
+    diagnostic.fix = no_grad_decorator(checker);
     out.push(diagnostic);
+}
+
+/// The fix: `@torch.no_grad()` on the function the finding is in, written with the module's own
+/// name for torch (`@th.no_grad()`, or `@no_grad()` where only that is imported), with `import
+/// torch` added where the module imports neither. Not `inference_mode()`: its tensors refuse
+/// autograd later, which code after the function may want. None for a call outside a function
+/// (wrapping module code in `with torch.no_grad():` re-indents it), nor in a function that also
+/// trains (its backward would fail). Unsafe: whatever in the
+/// function did need gradients (a gradient-based saliency map, a test-time adaptation step)
+/// stops getting them.
+fn no_grad_decorator(checker: &Checker<'_>) -> Option<Fix> {
+    let (function, facts) = checker.current_function()?;
+    if function.kind_id() != KINDS.function_definition || trains(checker, function, facts) {
+        return None;
+    }
+    let text = checker.source.text();
+    let line_start = text[..function.start_byte()]
+        .rfind('\n')
+        .map_or(0, |at| at + 1);
+    let indent = &text[line_start..function.start_byte()];
+    if !indent.chars().all(|c| c == ' ' || c == '\t') {
+        return None;
+    }
+    let scopes = &checker.model.scopes;
+    let (decorator, import) = match scopes.module_name_for("torch") {
+        Some(torch) => (format!("{torch}.no_grad()"), None),
+        None => match scopes.module_name_for("torch.no_grad") {
+            Some(no_grad) => (format!("{no_grad}()"), None),
+            None => ("torch.no_grad()".to_owned(), Some(import_torch(checker)?)),
+        },
+    };
+    let mut edits: Vec<Edit> = import.into_iter().collect();
+    edits.push(Edit {
+        range: function.start_byte()..function.start_byte(),
+        content: format!("@{decorator}\n{indent}"),
+    });
+    Some(Fix {
+        message: format!(
+            "Run `{}` under `@{decorator}`",
+            checker
+                .field(function, FIELDS.name)
+                .map_or("the function", |name| checker.node_text(name))
+        ),
+        applicability: Applicability::Unsafe,
+        edits,
+    })
+}
+
+/// Whether the function trains as well (a `fit` that validates after each epoch): under
+/// `no_grad` its backward would fail, so the fix would break it.
+fn trains<'a>(
+    checker: &Checker<'a>,
+    function: Node<'a>,
+    facts: &crate::semantic::FunctionFacts,
+) -> bool {
+    if facts.contains_training {
+        return true;
+    }
+    let mut cursor = function.walk();
+    let mut stack = vec![function];
+    while let Some(node) = stack.pop() {
+        if node.kind_id() == KINDS.call && checker.analysis.call_trains(node) {
+            return true;
+        }
+        stack.extend(node.named_children(&mut cursor));
+    }
+    false
+}
+
+/// `import torch` on a line of its own before the module's first statement that is not its
+/// docstring, a comment or a `from __future__` import (which must come first).
+fn import_torch(checker: &Checker<'_>) -> Option<Edit> {
+    let root = checker.tree.root_node();
+    let mut cursor = root.walk();
+    let first = root
+        .named_children(&mut cursor)
+        .enumerate()
+        .find(|(index, child)| {
+            let kind = child.kind_id();
+            let docstring = *index == 0
+                && kind == KINDS.expression_statement
+                && child
+                    .named_child(0)
+                    .is_some_and(|c| c.kind_id() == KINDS.string);
+            let future = child.kind() == "future_import_statement";
+            !(docstring || future || kind == KINDS.comment)
+        })?;
+    let text = checker.source.text();
+    let at = text[..first.1.start_byte()]
+        .rfind('\n')
+        .map_or(0, |at| at + 1);
+    // Among imports, one more; before code, a blank line after it.
+    let imports =
+        [KINDS.import_statement, KINDS.import_from_statement].contains(&first.1.kind_id());
+    Some(Edit {
+        range: at..at,
+        content: if imports {
+            "import torch\n"
+        } else {
+            "import torch\n\n"
+        }
+        .to_owned(),
+    })
 }
 
 /// A call of a function or method of the project that runs a forward pass with its caller's
