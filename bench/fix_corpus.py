@@ -65,7 +65,11 @@ def main():
             continue
         with tempfile.TemporaryDirectory(prefix="torchlint-fix-") as tmp:
             root = Path(tmp) / corpus.name
-            shutil.copytree(corpus, root, symlinks=True)
+            # The copy is ours to fix: a read-only original (a shared corpus) is left alone by
+            # --fix, as any read-only file is, so its copy is made writable.
+            shutil.copytree(corpus, root, symlinks=True, copy_function=shutil.copyfile)
+            for folder in [root, *(p for p in root.rglob("*") if p.is_dir() and not p.is_symlink())]:
+                folder.chmod(0o755)
             files = [p for p in root.rglob("*.py") if p.is_file()]
             broken_before = {p for p in files if not parses(p)}
             done, counts = fix(args.torchlint, root)
