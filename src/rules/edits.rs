@@ -6,8 +6,9 @@
 use tree_sitter::Node;
 
 use crate::checker::Checker;
-use crate::diagnostic::Edit;
+use crate::diagnostic::{Edit, Fix};
 use crate::parse::KINDS;
+use crate::rule_meta::Applicability;
 
 /// `node` with `.method()` called on it (`method` written with its dot and parentheses,
 /// `".item()"`): in parentheses unless it is a primary expression, where a call binds tighter
@@ -104,4 +105,21 @@ pub fn remove_statement(checker: &Checker<'_>, node: Node<'_>) -> Option<Edit> {
             content: String::new(),
         }
     })
+}
+
+/// An unsafe fix keeping what `edits` write instead of what was kept: its message names the
+/// one new text (`Keep \`loss.item()\` instead`), or is `several` where there are more edits.
+pub fn keep_instead(edits: Vec<Edit>, several: impl FnOnce() -> String) -> Fix {
+    let message = match edits.as_slice() {
+        [one] => format!(
+            "Keep `{}` instead",
+            crate::source::snippet(&one.content, 60)
+        ),
+        _ => several(),
+    };
+    Fix {
+        message,
+        applicability: Applicability::Unsafe,
+        edits,
+    }
 }

@@ -34,7 +34,7 @@ impl<'a> Analysis<'a> {
         let scope = self
             .enclosing_function(call)
             .and_then(|function| function.child_by_field_id(FIELDS.body))
-            .unwrap_or_else(|| root(call));
+            .unwrap_or(self.root);
         let mut reads = 0;
         let mut cursor = scope.walk();
         let mut stack = vec![scope];
@@ -91,12 +91,4 @@ impl<'a> Analysis<'a> {
         }
         false
     }
-}
-
-fn root(node: Node<'_>) -> Node<'_> {
-    let mut current = node;
-    while let Some(parent) = current.parent() {
-        current = parent;
-    }
-    current
 }

@@ -12,7 +12,7 @@ use super::{
 use crate::checker::Checker;
 use crate::diagnostic::{Diagnostic, Edit, Fix};
 use crate::parse::{FIELDS, KINDS};
-use crate::rule_meta::{Applicability, RuleMeta};
+use crate::rule_meta::RuleMeta;
 use crate::rules::{Check, edits};
 use crate::semantic::cross_file::Assumption;
 use crate::semantic::grad::GradMode;
@@ -487,19 +487,12 @@ fn move_off_device<'a>(
             edits::call_method(checker, item, method)
         })
         .collect();
-    let method = if grad_off {
-        ".cpu()"
-    } else {
-        ".detach().cpu()"
-    };
-    let kept = if edits.len() == 1 {
-        format!("`{}`", crate::source::snippet(&edits[0].content, 60))
-    } else {
-        format!("`{method}` of each device tensor")
-    };
-    Some(Fix {
-        message: format!("Keep {kept} instead"),
-        applicability: Applicability::Unsafe,
-        edits,
-    })
+    Some(edits::keep_instead(edits, || {
+        let method = if grad_off {
+            ".cpu()"
+        } else {
+            ".detach().cpu()"
+        };
+        format!("Keep `{method}` of each device tensor instead")
+    }))
 }

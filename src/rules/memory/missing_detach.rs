@@ -7,9 +7,9 @@ use tree_sitter::Node;
 use super::tensor_accumulated::in_module_forward;
 use super::{How, accumulation, carrying_loops, forward_call, loop_header, short};
 use crate::checker::Checker;
-use crate::diagnostic::{Diagnostic, Edit, Fix};
+use crate::diagnostic::{Diagnostic, Fix};
 use crate::parse::{FIELDS, KINDS, is_identifier_char};
-use crate::rule_meta::{Applicability, RuleMeta};
+use crate::rule_meta::RuleMeta;
 use crate::rules::{Check, edits};
 use crate::semantic::values::{Kind, Tri};
 
@@ -270,24 +270,18 @@ fn check_forward_state<'a>(
             .field(node, FIELDS.left)
             .is_some_and(|left| left.id() == target.id());
     if whole && !updates_itself {
-        diagnostic.fix = detach(checker, &[value]);
+        diagnostic.fix = detach(checker, value);
     }
     out.push(diagnostic);
 }
 
-/// The fix: `.detach()` on each value (on each tensor item of a tuple literal), so that what is
-/// kept, or goes back into the next call, carries no graph. None where a value is a container
+/// The fix: `.detach()` on the value (on each item of a tuple literal), so that what is kept,
+/// or goes back into the next call, carries no graph. None where the value is a container
 /// that is not a literal (an LSTM's `hidden` tuple has no `.detach()`) or is detached already.
 /// Unsafe: a backward that was meant to reach through the kept value (truncated
 /// backpropagation over several calls) stops at it.
-fn detach<'a>(checker: &Checker<'a>, values: &[Node<'a>]) -> Option<Fix> {
-    let mut items = Vec::new();
-    for &value in values {
-        match edits::literal_items(value) {
-            Some(inner) => items.extend(inner),
-            None => items.push(value),
-        }
-    }
+fn detach<'a>(checker: &Checker<'a>, value: Node<'a>) -> Option<Fix> {
+    let items = edits::literal_items(value).unwrap_or_else(|| vec![value]);
     if items.is_empty()
         || items.iter().any(|item| {
             checker.analysis.facts(*item).kind == Kind::Container
@@ -296,22 +290,13 @@ fn detach<'a>(checker: &Checker<'a>, values: &[Node<'a>]) -> Option<Fix> {
     {
         return None;
     }
-    let edits: Vec<Edit> = items
+    let edits = items
         .iter()
         .map(|item| edits::call_method(checker, *item, ".detach()"))
         .collect();
-    let message = match edits.as_slice() {
-        [one] => format!(
-            "Keep `{}` instead",
-            crate::source::snippet(&one.content, 60)
-        ),
-        _ => "Detach each tensor kept".to_owned(),
-    };
-    Some(Fix {
-        message,
-        applicability: Applicability::Unsafe,
-        edits,
-    })
+    Some(edits::keep_instead(edits, || {
+        "Detach each tensor kept".to_owned()
+    }))
 }
 
 /// In-place updates of a tensor: what they write records into its graph.

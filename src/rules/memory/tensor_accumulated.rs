@@ -12,7 +12,6 @@ use super::{
 use crate::checker::Checker;
 use crate::diagnostic::{Diagnostic, Edit, Fix, Severity};
 use crate::parse::{FIELDS, KINDS};
-use crate::rule_meta::Applicability;
 use crate::rule_meta::RuleMeta;
 use crate::rules::{Check, edits};
 use crate::semantic::values::{Kind, Tri};
@@ -263,16 +262,9 @@ fn keep_no_graph<'a>(
             edits::call_method(checker, item, method)
         })
         .collect();
-    let kept = if edits.len() == 1 {
-        format!("`{}`", crate::source::snippet(&edits[0].content, 60))
-    } else {
-        format!("`{method}` of each item")
-    };
-    Some(Fix {
-        message: format!("Keep {kept} instead"),
-        applicability: Applicability::Unsafe,
-        edits,
-    })
+    Some(edits::keep_instead(edits, || {
+        format!("Keep `{method}` of each item instead")
+    }))
 }
 
 /// Whether the function (or module) the container is filled in hands it to a tensor op that
