@@ -701,3 +701,36 @@ fn a_read_only_file_is_left_as_it_is_and_the_others_are_fixed() {
         FIXED
     );
 }
+
+/// TL202's fix replaces a `with detect_anomaly():` block by its body, dedented, comments and
+/// blank lines kept; none where the manager shares the `with` with another manager, or the
+/// body holds a string spanning lines (dedenting would change its text).
+#[test]
+fn a_with_detect_anomaly_block_is_replaced_by_its_body_where_nothing_else_changes() {
+    let project = Project::new();
+    let fixed_only = "import torch\n\nif run:\n    with torch.autograd.detect_anomaly(\n        check_nan=True,\n    ):  # debugging\n        # one epoch\n        for x in loader:\n            model(x).sum().backward()\n\n            opt.step()\n";
+    let kept = "with torch.autograd.detect_anomaly(), timer():\n    for x in loader:\n        model(x).sum().backward()\n        opt.step()\nwith torch.autograd.detect_anomaly():\n    for x in loader:\n        model(x).sum().backward()\n        opt.step()\n        log(\"\"\"step\n        done\"\"\")\n";
+    project.write("train.py", format!("{fixed_only}{kept}"));
+    let run = project.run(&[
+        "check",
+        "--no-cache",
+        "--select",
+        "TL202",
+        "--fix",
+        "--unsafe-fixes",
+        "train.py",
+    ]);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("train.py")).unwrap(),
+        format!(
+            "import torch\n\nif run:\n    # one epoch\n    for x in loader:\n        model(x).sum().backward()\n\n        opt.step()\n{kept}"
+        )
+    );
+    assert_eq!(
+        run.stdout.matches("warning[TL202]").count(),
+        2,
+        "{}",
+        run.stdout
+    );
+}

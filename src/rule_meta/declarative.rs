@@ -176,6 +176,9 @@ pub enum FixEdit {
     /// Remove the statement the captured node is (its whole line; `pass` where it is the only
     /// statement of its block).
     RemoveStatement { capture: u32 },
+    /// Replace the captured `with` statement by its body, dedented (only a single manager
+    /// bound to no name).
+    Unwrap { capture: u32 },
 }
 
 /// A validation failure, with the byte offset in the TOML text it concerns.
@@ -233,12 +236,13 @@ struct RawFix {
     replace: Option<String>,
     with: Option<String>,
     remove_statement: Option<String>,
+    unwrap: Option<String>,
     #[serde(default)]
     safe_if_passed_to: Vec<String>,
 }
 
 const FIX_KINDS: &str =
-    "`append-argument` (with `text`), `replace` (with `with`) or `remove-statement`";
+    "`append-argument` (with `text`), `replace` (with `with`), `remove-statement` or `unwrap`";
 
 /// `{name}` in a message: the text of the capture `@name`.
 static PLACEHOLDER: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
@@ -519,13 +523,15 @@ impl MatchClause {
                 let edit = match (
                     (fix.append_argument, fix.text),
                     (fix.replace, fix.with),
-                    fix.remove_statement,
+                    (fix.remove_statement, fix.unwrap),
                 ) {
-                    ((Some(target), Some(text)), (None, None), None) => FixEdit::AppendArgument {
-                        capture: capture(&target, offset)?,
-                        text,
-                    },
-                    ((None, None), (Some(target), Some(template)), None) => {
+                    ((Some(target), Some(text)), (None, None), (None, None)) => {
+                        FixEdit::AppendArgument {
+                            capture: capture(&target, offset)?,
+                            text,
+                        }
+                    }
+                    ((None, None), (Some(target), Some(template)), (None, None)) => {
                         // A placeholder no capture fills would be written into the user's code.
                         for placeholder in PLACEHOLDER.captures_iter(&template) {
                             capture(&placeholder[1], offset).map_err(|error| {
@@ -540,7 +546,12 @@ impl MatchClause {
                             template,
                         }
                     }
-                    ((None, None), (None, None), Some(target)) => FixEdit::RemoveStatement {
+                    ((None, None), (None, None), (Some(target), None)) => {
+                        FixEdit::RemoveStatement {
+                            capture: capture(&target, offset)?,
+                        }
+                    }
+                    ((None, None), (None, None), (None, Some(target))) => FixEdit::Unwrap {
                         capture: capture(&target, offset)?,
                     },
                     _ => {

@@ -123,3 +123,97 @@ pub fn keep_instead(edits: Vec<Edit>, several: impl FnOnce() -> String) -> Fix {
         edits,
     }
 }
+
+/// A `with` statement replaced by its body, dedented to the statement's own indentation
+/// (`with detect_anomaly():` around training, the block kept). Only a single manager bound to
+/// no name (`as x` would leave the name unbound), with the body on lines of its own, and only
+/// where dedenting changes no string: a body line not indented as the block is, or a string
+/// spanning lines (whose lines dedenting would rewrite), gives no fix.
+pub fn unwrap_with(checker: &Checker<'_>, statement: Node<'_>) -> Option<Edit> {
+    if statement.kind_id() != KINDS.with_statement {
+        return None;
+    }
+    let mut cursor = statement.walk();
+    let clause = statement
+        .named_children(&mut cursor)
+        .find(|child| child.kind() == "with_clause")?;
+    let mut cursor = clause.walk();
+    let items: Vec<Node<'_>> = clause
+        .named_children(&mut cursor)
+        .filter(|child| child.kind_id() == KINDS.with_item)
+        .collect();
+    let [item] = items.as_slice() else {
+        return None;
+    };
+    if item
+        .named_child(0)
+        .is_none_or(|value| value.kind_id() == KINDS.as_pattern)
+    {
+        return None;
+    }
+    let body = statement.child_by_field_name("body")?;
+    let text = checker.source.text();
+    let line_start = |at: usize| text[..at].rfind('\n').map_or(0, |newline| newline + 1);
+    let line_end = |at: usize| {
+        text[at..]
+            .find('\n')
+            .map_or(text.len(), |newline| at + newline + 1)
+    };
+    let start = line_start(statement.start_byte());
+    let indent = &text[start..statement.start_byte()];
+    if !indent.trim().is_empty() {
+        return None;
+    }
+    // The body's lines: from the line after the header's colon to the end of the block.
+    let mut cursor = statement.walk();
+    let colon = statement
+        .children(&mut cursor)
+        .filter(|child| child.kind() == ":")
+        .last()?;
+    let body_start = line_end(colon.end_byte());
+    if body.start_byte() < body_start || multiline_string_in(body) {
+        return None;
+    }
+    let end = line_end(body.end_byte());
+    let inner = &text[line_start(body.start_byte())..body.start_byte()];
+    let mut content = String::with_capacity(end - body_start);
+    for line in text[body_start..end].split_inclusive('\n') {
+        if line.trim().is_empty() {
+            content.push_str(&line[line.len() - line.trim_start_matches([' ', '\t']).len()..]);
+            continue;
+        }
+        let rest = line.strip_prefix(inner)?;
+        content.push_str(indent);
+        content.push_str(rest);
+    }
+    Some(Edit {
+        range: start..end,
+        content,
+    })
+}
+
+/// Whether some string in `node` spans lines.
+fn multiline_string_in(node: Node<'_>) -> bool {
+    let mut cursor = node.walk();
+    let mut descend = true;
+    loop {
+        let current = cursor.node();
+        if descend
+            && current.kind_id() == KINDS.string
+            && current.start_position().row != current.end_position().row
+        {
+            return true;
+        }
+        if descend && current.kind_id() != KINDS.string && cursor.goto_first_child() {
+            continue;
+        }
+        if cursor.goto_next_sibling() {
+            descend = true;
+            continue;
+        }
+        if !cursor.goto_parent() || cursor.node() == node {
+            return false;
+        }
+        descend = false;
+    }
+}

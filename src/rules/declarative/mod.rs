@@ -220,6 +220,10 @@ fn fix_edit<'a>(
             checker,
             found.nodes_for_capture_index(*capture).next()?,
         ),
+        FixEdit::Unwrap { capture } => crate::rules::edits::unwrap_with(
+            checker,
+            found.nodes_for_capture_index(*capture).next()?,
+        ),
         FixEdit::AppendArgument { capture, text } => {
             let node = found.nodes_for_capture_index(*capture).next()?;
             let arguments = if node.kind_id() == KINDS.call {
