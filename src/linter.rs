@@ -9,7 +9,6 @@ use tree_sitter::Tree;
 use crate::checker::{self, InternalError};
 use crate::diagnostic::{self, Diagnostic};
 use crate::parse;
-use crate::rule_meta::Applicability;
 use crate::rules::Dispatch;
 use crate::semantic::SemanticModel;
 use crate::semantic::analysis::ProjectView;
@@ -176,15 +175,11 @@ pub fn lint_parsed_in(
     });
     merge_superseded(&mut diagnostics, source);
     // The config's fix selection (`fixable`, `unfixable`, `extend-safe-fixes`, ...). A
-    // notebook's fixes are shown, not applied: its findings point into the cells' joined text,
-    // not the file's JSON, so nothing may count them as fixable.
+    // notebook's fixes are edits of its cells' joined text, which `--fix` makes in the cells.
     for diagnostic in &mut diagnostics {
         if let Some(fix) = &mut diagnostic.fix {
-            fix.applicability = if source.is_notebook() {
-                Applicability::DisplayOnly
-            } else {
-                settings.fix_applicability(&diagnostic.rule.code, fix.applicability)
-            };
+            fix.applicability =
+                settings.fix_applicability(&diagnostic.rule.code, fix.applicability);
         }
     }
     LintOutcome {

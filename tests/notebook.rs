@@ -337,3 +337,127 @@ fn odd_notebooks_never_crash_any_output_format() {
         );
     }
 }
+
+/// Jupyter's own layout (one-space indent, lines as list items, `\u` escapes kept as written),
+/// with outputs, metadata in no sorted order, a magic line and a cell whose source is one
+/// string.
+const FIXABLE_NOTEBOOK: &str = r##"{
+ "metadata": {"kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}},
+ "cells": [
+  {
+   "cell_type": "markdown",
+   "metadata": {},
+   "source": ["# Training\n", "Keeps the loss."]
+  },
+  {
+   "outputs": [{"output_type": "stream", "name": "stdout", "text": ["epoch 0\n"]}],
+   "execution_count": 3,
+   "cell_type": "code",
+   "metadata": {"tags": ["train"]},
+   "source": [
+    "%matplotlib inline\n",
+    "losses = []\n",
+    "for x, y in loader:\n",
+    "    loss = criterion(model(x), y)\n",
+    "    loss.backward()\n",
+    "    losses.append(loss)  # caf\u00e9\n",
+    "print(len(losses))  # caf\u00e9"
+   ]
+  },
+  {
+   "cell_type": "code",
+   "execution_count": null,
+   "metadata": {},
+   "outputs": [],
+   "source": "state = torch.load('ckpt.pt')\nmodel.load_state_dict(state)"
+  }
+ ],
+ "nbformat": 4,
+ "nbformat_minor": 5
+}
+"##;
+
+/// `--fix` makes a notebook's fixes in its cells' sources: the JSON changes only there (a
+/// line list keeps its layout and the escapes of its other lines; a one-string source stays
+/// one string), and the next lint finds nothing left to fix.
+#[test]
+fn fixes_are_made_in_the_cells_and_the_rest_of_the_notebook_is_kept_byte_for_byte() {
+    let project = Project::new();
+    project.write("train.ipynb", FIXABLE_NOTEBOOK);
+    let diff = project.run(&[
+        "check",
+        "--no-cache",
+        "--diff",
+        "--unsafe-fixes",
+        "train.ipynb",
+    ]);
+    assert_eq!(diff.code, 1, "{}\n{}", diff.stdout, diff.stderr);
+    assert!(
+        diff.stdout
+            .contains("+    \"    losses.append(loss.item())  # café\\n\","),
+        "{}",
+        diff.stdout
+    );
+    let run = project.run(&[
+        "check",
+        "--no-cache",
+        "--fix",
+        "--unsafe-fixes",
+        "train.ipynb",
+    ]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let expected = FIXABLE_NOTEBOOK
+        .replace(
+            r#""    losses.append(loss)  # caf\u00e9\n","#,
+            r#""    losses.append(loss.item())  # café\n","#,
+        )
+        .replace(
+            r#"torch.load('ckpt.pt')"#,
+            r#"torch.load('ckpt.pt', map_location=\"cpu\")"#,
+        );
+    assert_ne!(expected, FIXABLE_NOTEBOOK);
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("train.ipynb")).unwrap(),
+        expected
+    );
+    let again = project.run(&[
+        "check",
+        "--no-cache",
+        "--fix",
+        "--unsafe-fixes",
+        "train.ipynb",
+    ]);
+    assert_eq!(again.code, 0, "{}\n{}", again.stdout, again.stderr);
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("train.ipynb")).unwrap(),
+        expected
+    );
+}
+
+/// A notebook on stdin (`--stdin-filename x.ipynb`) with `--fix`: the fixed JSON on stdout, as
+/// a file would be written.
+#[test]
+fn a_notebook_on_stdin_is_printed_fixed_in_its_cells() {
+    let project = Project::new();
+    let run = project.run_with_stdin(
+        &[
+            "check",
+            "--no-cache",
+            "--fix",
+            "--select",
+            "TL108",
+            "--stdin-filename",
+            "train.ipynb",
+            "-",
+        ],
+        FIXABLE_NOTEBOOK,
+    );
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(
+        run.stdout,
+        FIXABLE_NOTEBOOK.replace(
+            r#"torch.load('ckpt.pt')"#,
+            r#"torch.load('ckpt.pt', map_location=\"cpu\")"#,
+        )
+    );
+}

@@ -697,22 +697,27 @@ fn bom_if_unchanged(
     None
 }
 
-/// Replaces a file atomically with `text`, after the BOM it had. A read-only file is left as it
-/// is: the rename would replace it all the same, but its owner marked it not to be changed (a
-/// vendored or generated module).
+/// Replaces a file atomically with `text`, after the BOM it had.
 fn write_with_bom(path: &Path, bom: bool, text: &str) -> io::Result<()> {
+    let mut out = Vec::with_capacity(text.len() + BOM.len());
+    if bom {
+        out.extend_from_slice(BOM);
+    }
+    out.extend_from_slice(text.as_bytes());
+    write_fixed(path, &out)
+}
+
+/// Replaces a file atomically with `bytes`. A read-only file is left as it is: the rename would
+/// replace it all the same, but its owner marked it not to be changed (a vendored or generated
+/// module).
+fn write_fixed(path: &Path, bytes: &[u8]) -> io::Result<()> {
     if std::fs::metadata(path).is_ok_and(|metadata| metadata.permissions().readonly()) {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
             "the file is read-only; make it writable to have it fixed",
         ));
     }
-    let mut out = Vec::with_capacity(text.len() + BOM.len());
-    if bom {
-        out.extend_from_slice(BOM);
-    }
-    out.extend_from_slice(text.as_bytes());
-    crate::files::write_output(path, &out)
+    crate::files::write_output(path, bytes)
 }
 
 /// The fixes a `--fix` run applied, by file and rule (`--show-fixes`), over all its rounds.
@@ -769,7 +774,7 @@ impl Fixed {
 
 /// stdin with `--fix`, `--fix-only` or `--diff`: its text fixed in rounds, as files are (each
 /// round lints the fixed text again). The last round's outcome, the fixed bytes (a BOM kept)
-/// and what was fixed. A notebook's findings point into its cells: it is left as it is.
+/// and what was fixed. A notebook is fixed in its cells.
 fn fix_stdin(
     name: &Path,
     bytes: &[u8],
@@ -782,24 +787,34 @@ fn fix_stdin(
     for _ in 0..MAX_FIX_ROUNDS {
         let outcome = run::lint_alone(name, &current, settings, false);
         let applied = match &outcome {
-            Outcome::Linted { file, .. } if !notebook => {
+            Outcome::Linted { file, .. } if notebook => fix_cells(&current, file, allowed)
+                .ok()
+                .flatten()
+                .map(|cells| {
+                    for at in cells.fixed {
+                        fixed.add(name, &file.diagnostics[at]);
+                    }
+                    cells.bytes
+                }),
+            Outcome::Linted { file, .. } => {
                 fix::apply(file.source.text(), &file.diagnostics, allowed).map(|applied| {
                     for &at in &applied.fixed {
                         fixed.add(name, &file.diagnostics[at]);
                     }
-                    applied.text
+                    let text = applied.text.into_bytes();
+                    if current.starts_with(BOM) {
+                        [BOM, &text].concat()
+                    } else {
+                        text
+                    }
                 })
             }
             _ => None,
         };
-        let Some(text) = applied else {
+        let Some(bytes) = applied else {
             return (outcome, current, fixed);
         };
-        current = if current.starts_with(BOM) {
-            [BOM, text.as_bytes()].concat()
-        } else {
-            text.into_bytes()
-        };
+        current = bytes;
     }
     (
         run::lint_alone(name, &current, settings, false),
@@ -832,7 +847,8 @@ fn fix_files(files: &[FileDiagnostics], allowed: fix::Allowed, write: bool) -> F
             continue;
         }
         if path.extension().is_some_and(|ext| ext == "ipynb") {
-            continue; // A notebook's findings point into its cells, not the file's bytes.
+            fix_notebook(file, allowed, write, &mut round);
+            continue;
         }
         let Some(bom) = bom_if_unchanged(file, "not fixed", &mut round.errors) else {
             continue;
@@ -860,6 +876,87 @@ fn fix_files(files: &[FileDiagnostics], allowed: fix::Allowed, write: bool) -> F
         }
     }
     round
+}
+
+/// A notebook's fixes, made in its cells (`notebook::CellSources`): the JSON rewritten where a
+/// cell changed and kept byte for byte elsewhere, written atomically or shown as a diff of the
+/// file.
+fn fix_notebook(file: &FileDiagnostics, allowed: fix::Allowed, write: bool, round: &mut FixRound) {
+    let path = file.source.name();
+    let Ok(bytes) = std::fs::read(path) else {
+        return;
+    };
+    let FixedCells {
+        bytes: fixed,
+        fixed: applied,
+    } = match fix_cells(&bytes, file, allowed) {
+        Ok(Some(fixed)) => fixed,
+        Ok(None) => return,
+        Err(message) => {
+            round.errors.push(FileError::new(path, message));
+            return;
+        }
+    };
+    if write {
+        if let Err(error) = write_fixed(path, &fixed) {
+            round.errors.push(FileError::new(
+                path,
+                format!("cannot write the fixes: {error}"),
+            ));
+            return;
+        }
+    } else {
+        round.diff.push_str(&fix::unified_diff(
+            &crate::escape::path(path).to_string(),
+            &String::from_utf8_lossy(&bytes),
+            &String::from_utf8_lossy(&fixed),
+        ));
+    }
+    for at in applied {
+        round.fixed.add(path, &file.diagnostics[at]);
+    }
+}
+
+/// A notebook with fixes made in its cells: its new bytes, and which findings were fixed.
+struct FixedCells {
+    bytes: Vec<u8>,
+    fixed: Vec<usize>,
+}
+
+/// The bytes of a notebook with the allowed fixes of its findings made in its cells; `None`
+/// when no fix applies. A fix on a line the linter read otherwise than it is written (IPython
+/// syntax it replaced) is left. An error when the bytes are not the notebook linted.
+fn fix_cells(
+    bytes: &[u8],
+    file: &FileDiagnostics,
+    allowed: fix::Allowed,
+) -> Result<Option<FixedCells>, &'static str> {
+    let cells = crate::notebook::CellSources::read(bytes)
+        .filter(|cells| cells.text() == file.source.text())
+        .ok_or("not fixed: it changed since it was linted, or its JSON repeats a key; run again")?;
+    let mut diagnostics = file.diagnostics.clone();
+    for diagnostic in &mut diagnostics {
+        if diagnostic
+            .fix
+            .as_ref()
+            .is_some_and(|fix| !fix.edits.iter().all(|edit| cells.maps(edit.range.clone())))
+        {
+            diagnostic.fix = None;
+        }
+    }
+    let Some(applied) = fix::apply(file.source.text(), &diagnostics, allowed) else {
+        return Ok(None);
+    };
+    let edits = applied
+        .fixed
+        .iter()
+        .filter_map(|&at| diagnostics[at].fix.as_ref())
+        .flat_map(|fix| &fix.edits)
+        .map(|edit| (edit.range.clone(), edit.content.as_str()));
+    Ok(Some(FixedCells {
+        bytes: cells.apply(edits),
+        fixed: applied.fixed,
+    }))
 }
 
 fn write_statistics(

@@ -628,6 +628,14 @@ impl Server {
         let Some(open) = self.documents.get_mut(key) else {
             return;
         };
+        let mut diagnostics = diagnostics;
+        if open.uri.path().as_str().ends_with(".ipynb") {
+            // A notebook's fixes edit its cells' joined text, not the JSON the editor holds:
+            // shown, never offered as edits of the document.
+            for fix in diagnostics.iter_mut().filter_map(|d| d.fix.as_mut()) {
+                fix.applicability = crate::diagnostic::Applicability::DisplayOnly;
+            }
+        }
         let converted: Vec<lsp_types::Diagnostic> = diagnostics
             .iter()
             .map(|diagnostic| convert::diagnostic(diagnostic, &open.document, &open.uri, encoding))

@@ -13,6 +13,10 @@ use serde::de::{self, Deserializer, SeqAccess, Visitor};
 
 use crate::source::{Cell, SourceFile};
 
+mod fixes;
+
+pub use fixes::CellSources;
+
 /// A notebook as the linter reads it.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Notebook {
