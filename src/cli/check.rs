@@ -1226,3 +1226,72 @@ fn report_baseline(applied: &baseline::Applied, path: &Path) {
         eprintln!("  {}: {} `{}`", entry.file, entry.code, entry.source);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file replaced between its lint and the write of its fixes (an editor saving, a
+    /// checkout): the fixes, made for the old text, are not written over the new one; the
+    /// file is named with what to do. A notebook likewise.
+    #[test]
+    fn a_file_replaced_after_it_was_linted_is_not_overwritten_with_its_fixes() {
+        let folder = tempfile::tempdir().unwrap();
+        let settings =
+            Settings::defaults(folder.path(), &crate::settings::CliOverrides::default()).unwrap();
+        let linted = "import torch\nstate = torch.load(\"a.pt\")\n";
+        let notebook = format!(
+            "{{\"cells\": [{{\"cell_type\": \"code\", \"metadata\": {{}}, \"outputs\": [], \"source\": {}}}], \"metadata\": {{}}}}",
+            serde_json::to_string(linted).unwrap()
+        );
+        for (name, before, after) in [
+            (
+                "train.py",
+                linted.to_owned(),
+                linted.replace("a.pt", "b.pt"),
+            ),
+            (
+                "train.ipynb",
+                notebook.clone(),
+                notebook.replace("a.pt", "b.pt"),
+            ),
+        ] {
+            let path = folder.path().join(name);
+            let Outcome::Linted { file, .. } =
+                run::lint_alone(&path, before.as_bytes(), &settings, false)
+            else {
+                panic!("{name}: TL108 expected");
+            };
+            assert!(file.diagnostics.iter().any(|d| d.fix.is_some()), "{name}");
+            std::fs::write(&path, &after).unwrap();
+            let round = fix_files(&[file], fix::Allowed::SafeAndUnsafe, true);
+            assert_eq!(round.fixed.total(), 0, "{name}");
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), after, "{name}");
+            let [error] = round.errors.as_slice() else {
+                panic!("{name}: one error expected, got {:?}", round.errors.len());
+            };
+            assert_eq!(error.path, path);
+            assert!(
+                error.message.contains("changed since it was linted")
+                    && error.message.contains("run again"),
+                "{name}: {}",
+                error.message
+            );
+            // Put back as it was linted, the same fixes are written.
+            std::fs::write(&path, &before).unwrap();
+            let Outcome::Linted { file, .. } =
+                run::lint_alone(&path, before.as_bytes(), &settings, false)
+            else {
+                panic!("{name}: TL108 expected");
+            };
+            let round = fix_files(&[file], fix::Allowed::SafeAndUnsafe, true);
+            assert_eq!(round.fixed.total(), 1, "{name}");
+            assert!(
+                std::fs::read_to_string(&path)
+                    .unwrap()
+                    .contains("map_location"),
+                "{name}"
+            );
+        }
+    }
+}
