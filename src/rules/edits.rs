@@ -217,3 +217,34 @@ fn multiline_string_in(node: Node<'_>) -> bool {
         descend = false;
     }
 }
+
+/// Lines inserted before the first statement of `block` (a loop's body), at its indentation:
+/// `write(indent, unit)` gives them, `unit` being one level of the file's indentation there
+/// (the block's own less its header's). None where the block starts on its header's line.
+pub fn insert_at_block_start(
+    checker: &Checker<'_>,
+    block: Node<'_>,
+    write: impl FnOnce(&str, &str) -> String,
+) -> Option<Edit> {
+    let text = checker.source.text();
+    let line_start = |at: usize| text[..at].rfind('\n').map_or(0, |newline| newline + 1);
+    let start = line_start(block.start_byte());
+    let indent = &text[start..block.start_byte()];
+    let header = block.parent()?;
+    let header_start = line_start(header.start_byte());
+    let outer = &text[header_start
+        ..header_start
+            + (text[header_start..].len()
+                - text[header_start..].trim_start_matches([' ', '\t']).len())];
+    if !indent.trim().is_empty() || header_start == start {
+        return None;
+    }
+    let unit = indent
+        .strip_prefix(outer)
+        .filter(|unit| !unit.is_empty())
+        .unwrap_or("    ");
+    Some(Edit {
+        range: start..start,
+        content: write(indent, unit),
+    })
+}

@@ -23,6 +23,20 @@ pub enum ClassRef {
 /// How deep names, attributes and annotations are followed.
 const MAX_DEPTH: usize = 6;
 
+/// `nn.Module` methods that return the module itself (`model = Net().cuda()`).
+const RETURNS_SELF: &[&str] = &[
+    "cuda",
+    "to",
+    "cpu",
+    "train",
+    "eval",
+    "float",
+    "half",
+    "double",
+    "bfloat16",
+    "requires_grad_",
+];
+
 impl<'a> Analysis<'a> {
     /// The class `node`'s value is an instance of.
     pub fn instance_class(&self, node: Node<'a>) -> Option<ClassRef> {
@@ -39,6 +53,14 @@ impl<'a> Analysis<'a> {
         }
         if kind == KINDS.call {
             let callee = node.child_by_field_id(FIELDS.function)?;
+            // `nn.GRU(...).cuda()`: a module's own methods that return the module.
+            if callee.kind_id() == KINDS.attribute
+                && let Some(method) = callee.child_by_field_id(FIELDS.attribute)
+                && RETURNS_SELF.contains(&self.text(method))
+            {
+                return self
+                    .instance_class_at_depth(callee.child_by_field_id(FIELDS.object)?, depth + 1);
+            }
             return self.class_named_by(callee);
         }
         if kind == KINDS.identifier {

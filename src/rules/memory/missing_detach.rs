@@ -393,7 +393,7 @@ fn check_fed_back_state<'a>(
     if !feeds || forward_call(checker, right).is_none() {
         return;
     }
-    for target in targets {
+    for &target in &targets {
         let name = checker.node_text(target);
         if !argument_texts
             .iter()
@@ -458,9 +458,151 @@ fn check_fed_back_state<'a>(
                 "{held}",
                 "links every step's graph to the previous one: memory and backward time grow each step",
             );
-        out.push(Diagnostic::new(rule, message, assignment.byte_range()).with_label(label, why));
+        let crossed = training.copied().unwrap_or(loops[0]);
+        let fed: Vec<Node<'a>> = targets
+            .iter()
+            .copied()
+            .filter(|target| {
+                target.kind_id() == KINDS.identifier
+                    && argument_texts
+                        .iter()
+                        .any(|argument| argument_feeds(argument, checker.node_text(*target)))
+            })
+            .collect();
+        let mut diagnostic =
+            Diagnostic::new(rule, message, assignment.byte_range()).with_label(label, why);
+        diagnostic.fix = detach_at_loop_top(checker, left, right, &fed, crossed);
+        out.push(diagnostic);
         return;
     }
+}
+
+/// The fix for state fed back into the next call: detached at the top of the loop it crosses
+/// (`h = h.detach()`; `h, c = h.detach(), c.detach()`; an LSTM's `(h, c)` kept as one name,
+/// `hidden = tuple(s.detach() for s in hidden)`), under `if h is not None:` where it starts as
+/// `None`. None where it is not known whether the state is a tensor or a tuple (a model of the
+/// user's own returning it whole), or where the state is not bound before the loop. Unsafe:
+/// truncated backpropagation that was meant to reach across iterations stops at the detach.
+fn detach_at_loop_top<'a>(
+    checker: &Checker<'a>,
+    left: Node<'a>,
+    call: Node<'a>,
+    fed: &[Node<'a>],
+    crossed: Node<'a>,
+) -> Option<Fix> {
+    let arguments = checker.arguments(call)?;
+    let body = checker.field(crossed, FIELDS.body)?;
+    let (mut tensors, mut tuples, mut maybe_none) = (Vec::new(), Vec::new(), Vec::new());
+    for &target in fed {
+        let name = checker.node_text(target);
+        let tuple = if target.id() == left.id() {
+            // `h = cell(x, h)`: the state is the whole output.
+            match rnn_module(checker, call)? {
+                "LSTMCell" => true,
+                "GRUCell" | "RNNCell" => false,
+                _ => return None,
+            }
+        } else if target
+            .parent()
+            .is_some_and(|parent| parent.id() == left.id())
+        {
+            // `out, h = rnn(x, h)`, `h, c = cell(x, (h, c))`: an element of the output.
+            match rnn_module(checker, call)? {
+                "LSTM" => true,
+                "GRU" | "RNN" | "LSTMCell" => false,
+                _ => return None,
+            }
+        } else {
+            // `out, (h, c) = lstm(x, (h, c))`: one tensor of a state unpacked.
+            false
+        };
+        // Bound before the loop, so that the top of its first iteration has it too.
+        let argument = identifier_in(checker, arguments, name)?;
+        let before = checker.analysis.reaching_value(argument)?;
+        if before.start_byte() >= crossed.start_byte() {
+            return None;
+        }
+        if checker.analysis.may_be_none(argument) {
+            maybe_none.push(name);
+        }
+        if tuple {
+            tuples.push(name);
+        } else {
+            tensors.push(name);
+        }
+    }
+    let mut statements = Vec::new();
+    if !tensors.is_empty() {
+        let detached: Vec<String> = tensors
+            .iter()
+            .map(|name| format!("{name}.detach()"))
+            .collect();
+        statements.push(format!("{} = {}", tensors.join(", "), detached.join(", ")));
+    }
+    for name in &tuples {
+        statements.push(format!("{name} = tuple(s.detach() for s in {name})"));
+    }
+    if statements.is_empty() {
+        return None;
+    }
+    let edit = edits::insert_at_block_start(checker, body, |indent, unit| {
+        let mut lines = String::new();
+        let inner = if maybe_none.is_empty() {
+            indent.to_owned()
+        } else {
+            let guards: Vec<String> = maybe_none
+                .iter()
+                .map(|name| format!("{name} is not None"))
+                .collect();
+            lines.push_str(&format!("{indent}if {}:\n", guards.join(" and ")));
+            format!("{indent}{unit}")
+        };
+        for statement in &statements {
+            lines.push_str(&format!("{inner}{statement}\n"));
+        }
+        lines
+    })?;
+    let names: Vec<&str> = tensors.iter().chain(&tuples).copied().collect();
+    Some(Fix {
+        message: format!(
+            "Detach `{}` at the top of each iteration",
+            names.join("`, `")
+        ),
+        applicability: crate::rule_meta::Applicability::Unsafe,
+        edits: vec![edit],
+    })
+}
+
+/// The `torch.nn` recurrent module a call runs (`"LSTM"`, `"GRUCell"`), which says what its
+/// state is: `LSTM` returns `(output, (h, c))`, `GRU` and `RNN` `(output, h)`, `LSTMCell`
+/// `(h, c)`, the other cells `h`. None for any other callee.
+fn rnn_module<'a>(checker: &Checker<'a>, call: Node<'a>) -> Option<&'static str> {
+    let callee = checker.callee(call)?;
+    let crate::semantic::instances::ClassRef::Imported(class) =
+        checker.analysis.instance_class(callee)?
+    else {
+        return None;
+    };
+    let name = class.strip_prefix("torch.nn.")?.rsplit('.').next()?;
+    ["LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell"]
+        .into_iter()
+        .find(|module| *module == name)
+}
+
+/// The identifier `name` among a call's arguments, or inside a tuple among them (`(h, c)`).
+fn identifier_in<'a>(checker: &Checker<'a>, node: Node<'a>, name: &str) -> Option<Node<'a>> {
+    let mut cursor = node.walk();
+    let children: Vec<Node<'a>> = node.named_children(&mut cursor).collect();
+    children.into_iter().find_map(|child| {
+        let kind = child.kind_id();
+        if kind == KINDS.identifier {
+            (checker.node_text(child) == name).then_some(child)
+        } else if [KINDS.tuple, KINDS.parenthesized_expression, KINDS.list].contains(&kind) {
+            identifier_in(checker, child, name)
+        } else {
+            None
+        }
+    })
 }
 
 /// `bank[idx] = feats`: features with their graph written into a tensor that outlives the
