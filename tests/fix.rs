@@ -439,7 +439,8 @@ for step in range(10):
 /// flagged examples: `--fix --unsafe-fixes` rewrites the example (the fixed text is a
 /// snapshot), the result still parses for Python itself, and linting it again for that rule
 /// finds only what no fix is offered for (a display-only suggestion, or a case the fix does
-/// not cover, listed in the snapshot).
+/// not cover, listed in the snapshot). A rule whose fixes are display-only shows them and
+/// changes nothing.
 #[test]
 fn every_fixable_rule_fixes_its_flagged_examples_and_they_lint_clean_after() {
     let registry = torchlint::rule_meta::RuleRegistry::load_builtin().expect("valid rule files");
@@ -468,6 +469,24 @@ fn every_fixable_rule_fixes_its_flagged_examples_and_they_lint_clean_after() {
         }
         let code = rule.code.as_str();
         let select = ["--select", code, "--no-cache"];
+        // A rule whose fixes are all display-only (TL106, TL107, TL109) offers them and changes
+        // nothing.
+        let before = project.run(
+            &[
+                &["check", "--output-format", "json", "--exit-zero"],
+                &select[..],
+                &["."],
+            ]
+            .concat(),
+        );
+        let offered: Vec<serde_json::Value> =
+            serde_json::from_str(&before.stdout).expect("JSON findings");
+        let applicable = offered.iter().any(|finding| {
+            matches!(
+                finding["fix"]["applicability"].as_str(),
+                Some("safe" | "unsafe")
+            )
+        });
         let fixed = project.run(
             &[
                 &["check", "--fix", "--unsafe-fixes", "--exit-zero"],
@@ -518,10 +537,21 @@ fn every_fixable_rule_fixes_its_flagged_examples_and_they_lint_clean_after() {
             snapshot.push('\n');
             assert_parses_for_python(&project.path().join(name));
         }
-        assert!(
-            changed > 0,
-            "{code}: --fix changed none of its flagged examples"
-        );
+        if applicable {
+            assert!(
+                changed > 0,
+                "{code}: --fix changed none of its flagged examples"
+            );
+        } else {
+            assert_eq!(changed, 0, "{code}: a display-only fix was applied");
+            assert!(
+                offered
+                    .iter()
+                    .any(|finding| finding["fix"]["applicability"] == "display-only"),
+                "{code}: no display-only fix shown: {}",
+                before.stdout
+            );
+        }
         insta::assert_snapshot!(format!("fixed_examples_{code}"), snapshot);
     }
     assert!(fixable >= 3, "only {fixable} rules document a fix");

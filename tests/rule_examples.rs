@@ -123,7 +123,8 @@ fn every_builtin_rule_documents_every_section_and_has_examples_both_ways() {
         assert_eq!(
             titles.contains(&fix_safety),
             [
-                "TL101", "TL102", "TL103", "TL104", "TL105", "TL108", "TL201", "TL202"
+                "TL101", "TL102", "TL103", "TL104", "TL105", "TL106", "TL107", "TL108", "TL109",
+                "TL201", "TL202"
             ]
             .contains(&rule.code.as_str()),
             "{}: `## {fix_safety}` belongs to the rules with a fix",

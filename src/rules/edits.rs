@@ -248,3 +248,38 @@ pub fn insert_at_block_start(
         content: write(indent, unit),
     })
 }
+
+/// `argument` (a positional argument or a `keyword=value`) removed from its argument list, with
+/// the comma that separates it from its neighbour.
+pub fn remove_argument(argument: Node<'_>) -> Option<Edit> {
+    let list = argument.parent()?;
+    let mut cursor = list.walk();
+    let items: Vec<Node<'_>> = list
+        .named_children(&mut cursor)
+        .filter(|item| item.kind_id() != KINDS.comment)
+        .collect();
+    let at = items.iter().position(|item| item.id() == argument.id())?;
+    let range = match (
+        at.checked_sub(1).map(|before| items[before]),
+        items.get(at + 1),
+    ) {
+        // `f(a, retain_graph=True)`: from the end of the one before.
+        (Some(before), _) => before.end_byte()..argument.end_byte(),
+        // `f(retain_graph=True, b)`: up to the start of the next.
+        (None, Some(next)) => argument.start_byte()..next.start_byte(),
+        (None, None) => argument.byte_range(),
+    };
+    Some(Edit {
+        range,
+        content: String::new(),
+    })
+}
+
+/// A fix shown and never applied (the change takes a judgement the rule cannot make).
+pub fn suggestion(message: impl Into<String>, edits: Vec<Edit>) -> Fix {
+    Fix {
+        message: message.into(),
+        applicability: Applicability::DisplayOnly,
+        edits,
+    }
+}

@@ -7,10 +7,10 @@ use tree_sitter::Node;
 use super::tensor_accumulated::in_module_forward;
 use super::{loop_header, per_batch_function};
 use crate::checker::Checker;
-use crate::diagnostic::Diagnostic;
+use crate::diagnostic::{Diagnostic, Edit, Fix};
 use crate::parse::{FIELDS, KINDS};
 use crate::rule_meta::RuleMeta;
-use crate::rules::Check;
+use crate::rules::{Check, edits};
 use crate::semantic::values::Kind;
 use crate::source::TextRange;
 
@@ -102,8 +102,24 @@ impl Check for HookInLoop {
         if let Some((range, why)) = label {
             diagnostic = diagnostic.with_label(range, why);
         }
+        diagnostic.fix = keep_the_handle(call);
         out.push(diagnostic);
     }
+}
+
+/// The suggestion: keep the handle the registration returns (`handle = model.register_...`),
+/// to remove the hook once the step is done; where that is, the rule cannot tell. Only where
+/// the registration is a statement of its own, its handle dropped.
+fn keep_the_handle(call: Node<'_>) -> Option<Fix> {
+    call.parent()
+        .filter(|statement| statement.kind_id() == KINDS.expression_statement)?;
+    Some(edits::suggestion(
+        "Keep the handle, and call `handle.remove()` once the step is done",
+        vec![Edit {
+            range: call.start_byte()..call.start_byte(),
+            content: "handle = ".to_owned(),
+        }],
+    ))
 }
 
 /// `model.register_forward_hook(self._keep)` in a method of a helper class (no module) that

@@ -5,11 +5,11 @@ use std::sync::Arc;
 use tree_sitter::Node;
 
 use crate::checker::Checker;
-use crate::diagnostic::Diagnostic;
+use crate::diagnostic::{Diagnostic, Edit};
 use crate::parse::{FIELDS, KINDS};
 use crate::rule_meta::RuleMeta;
-use crate::rules::Check;
 use crate::rules::declarative::find_argument;
+use crate::rules::{Check, edits};
 use crate::semantic::constants::Constant;
 
 pub struct PinnedWorkers;
@@ -177,6 +177,19 @@ impl Check for PinnedWorkers {
                 },
             );
         }
+        let cap = match workers {
+            Constant::CpuCount => {
+                format!("min({}, {max_workers})", checker.node_text(workers_node))
+            }
+            _ => max_workers.to_string(),
+        };
+        diagnostic.fix = Some(edits::suggestion(
+            format!("Cap the workers at {max_workers} (`max-workers`), or drop `pin_memory=True`"),
+            vec![Edit {
+                range: workers_node.byte_range(),
+                content: cap,
+            }],
+        ));
         out.push(diagnostic);
     }
 }

@@ -10,8 +10,8 @@ use crate::checker::Checker;
 use crate::diagnostic::Diagnostic;
 use crate::parse::{Descend, FIELDS, KINDS, Visit, walk};
 use crate::rule_meta::RuleMeta;
-use crate::rules::Check;
 use crate::rules::declarative::find_argument;
+use crate::rules::{Check, edits};
 use crate::semantic::constants::Constant;
 
 pub struct RetainGraphInLoop;
@@ -102,7 +102,20 @@ impl Check for RetainGraphInLoop {
         let message = rule
             .message
             .replace("{call}", &super::short(checker, callee));
-        out.push(Diagnostic::new(rule, message, call.byte_range()).with_label(label, why));
+        let mut diagnostic =
+            Diagnostic::new(rule, message, call.byte_range()).with_label(label, why);
+        // The argument itself: `retain_graph=True`, or the positional `True`.
+        let argument = retain
+            .parent()
+            .filter(|parent| parent.kind_id() == KINDS.keyword_argument)
+            .unwrap_or(retain);
+        diagnostic.fix = edits::remove_argument(argument).map(|edit| {
+            edits::suggestion(
+                "Drop `retain_graph=True` (if no later backward needs this graph)",
+                vec![edit],
+            )
+        });
+        out.push(diagnostic);
     }
 }
 
