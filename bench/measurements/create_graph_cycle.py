@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""TL110 `create-graph-cycle`: what `loss.backward(create_graph=True)` in a training loop costs
+when the parameters' gradients are never set to `None`, against the same loop that clears them
+each step (`opt.zero_grad()`, whose default is `set_to_none=True`) and one that zeroes them in
+place (`set_to_none=False`).
+
+Prints, per variant, device memory allocated after each of a few steps and the growth per step.
+A benchmark, not a test: needs torch and a CUDA device (runs on the CPU otherwise, reporting
+the process's RSS). Usage: python3 bench/measurements/create_graph_cycle.py [--steps N]
+"""
+
+import argparse
+import gc
+import resource
+
+import torch
+import torch.nn as nn
+
+
+def memory(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        return torch.cuda.memory_allocated()
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def run(variant, steps, device):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(512, 2048), nn.Tanh(), nn.Linear(2048, 512)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+    x = torch.randn(256, 512, device=device)
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    start = memory(device)
+    seen = []
+    for _ in range(steps):
+        if variant == "zero_grad()":
+            opt.zero_grad()
+        elif variant == "zero_grad(set_to_none=False)":
+            opt.zero_grad(set_to_none=False)
+        loss = model(x).pow(2).mean()
+        loss.backward(create_graph=True)
+        opt.step()
+        seen.append(memory(device) - start)
+    per_step = (seen[-1] - seen[1]) / max(1, steps - 2)
+    del model, opt, x, loss
+    gc.collect()
+    return seen, per_step
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=12)
+    args = parser.parse_args()
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    print(f"torch {torch.__version__}, device {device}"
+          + (f" ({torch.cuda.get_device_name()})" if device.type == "cuda" else ""))
+    for variant in ["never cleared", "zero_grad(set_to_none=False)", "zero_grad()"]:
+        seen, per_step = run(variant, args.steps, device)
+        mib = [round(value / 2**20, 1) for value in seen]
+        print(f"{variant:30s} MiB after each step: {mib}")
+        print(f"{'':30s} growth per step: {per_step / 2**20:.2f} MiB")
+
+
+if __name__ == "__main__":
+    main()
