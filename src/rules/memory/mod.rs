@@ -3,6 +3,7 @@
 //! outlives) is a fact of the code: `semantic::{accumulation, per_batch, resets, graph_arguments}`,
 //! re-exported here.
 
+pub mod create_graph_cycle;
 pub mod eval_without_no_grad;
 pub mod float64_data;
 pub mod gpu_collection;
@@ -28,4 +29,30 @@ pub(super) fn device_name(checker: &crate::checker::Checker<'_>) -> &'static str
     } else {
         "the model's device"
     }
+}
+
+/// Whether a call is a backward pass: `Some(false)` for `x.backward(...)`, `Some(true)` for
+/// `torch.autograd.backward(...)` under any alias (resolved only when the callee could be it).
+pub(super) fn backward_call<'a>(
+    checker: &crate::checker::Checker<'a>,
+    call: tree_sitter::Node<'a>,
+) -> Option<bool> {
+    use crate::parse::{FIELDS, KINDS};
+    let callee = checker.callee(call)?;
+    if checker.call_name(call) != Some("backward")
+        && !(checker.may_resolve_to(call, |last| last == "backward")
+            && checker.qualified_name(callee).as_deref() == Some("torch.autograd.backward"))
+    {
+        return None;
+    }
+    if !checker.node_text(callee).ends_with("backward") {
+        return None;
+    }
+    let is_backward = callee.kind_id() == KINDS.attribute
+        && checker
+            .field(callee, FIELDS.attribute)
+            .is_some_and(|a| checker.node_text(a) == "backward");
+    let is_autograd_backward =
+        checker.qualified_name(callee).as_deref() == Some("torch.autograd.backward");
+    (is_backward || is_autograd_backward).then_some(is_autograd_backward)
 }

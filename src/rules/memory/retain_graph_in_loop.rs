@@ -28,29 +28,12 @@ impl Check for RetainGraphInLoop {
         checker: &Checker<'a>,
         out: &mut Vec<Diagnostic>,
     ) {
+        let Some(is_autograd_backward) = super::backward_call(checker, call) else {
+            return;
+        };
         let Some(callee) = checker.callee(call) else {
             return;
         };
-        // `x.backward(...)`, or `torch.autograd.backward` under any alias (resolved only
-        // when the callee could be it).
-        if checker.call_name(call) != Some("backward")
-            && !(checker.may_resolve_to(call, |last| last == "backward")
-                && checker.qualified_name(callee).as_deref() == Some("torch.autograd.backward"))
-        {
-            return;
-        }
-        if !checker.node_text(callee).ends_with("backward") {
-            return;
-        }
-        let is_backward = callee.kind_id() == KINDS.attribute
-            && checker
-                .field(callee, FIELDS.attribute)
-                .is_some_and(|a| checker.node_text(a) == "backward");
-        let is_autograd_backward =
-            checker.qualified_name(callee).as_deref() == Some("torch.autograd.backward");
-        if !is_backward && !is_autograd_backward {
-            return;
-        }
         let position = if is_autograd_backward {
             Some(2)
         } else {
