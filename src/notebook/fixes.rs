@@ -36,7 +36,11 @@ struct CodeCell<'b> {
 
 enum Shape<'b> {
     String,
-    Lines(Vec<(&'b str, String)>),
+    /// Each line's JSON text and value, and the list's layout ([`list_layout`]).
+    Lines {
+        lines: Vec<(&'b str, String)>,
+        layout: Option<(&'b str, &'b str)>,
+    },
 }
 
 #[derive(Deserialize)]
@@ -78,8 +82,8 @@ impl<'b> CellSources<'b> {
             let raw_text = raw.get();
             let shape = if raw_text.starts_with('[') {
                 let elements: Vec<&'b RawValue> = serde_json::from_str(raw_text).ok()?;
-                Shape::Lines(
-                    elements
+                Shape::Lines {
+                    lines: elements
                         .into_iter()
                         .map(|element| {
                             serde_json::from_str::<String>(element.get())
@@ -87,13 +91,14 @@ impl<'b> CellSources<'b> {
                                 .map(|value| (element.get(), value))
                         })
                         .collect::<Option<_>>()?,
-                )
+                    layout: list_layout(raw_text),
+                }
             } else {
                 Shape::String
             };
             let source = match &shape {
                 Shape::String => serde_json::from_str::<String>(raw_text).ok()?,
-                Shape::Lines(lines) => lines.iter().map(|(_, line)| line.as_str()).collect(),
+                Shape::Lines { lines, .. } => lines.iter().map(|(_, line)| line.as_str()).collect(),
             };
             if cell.cell_type != "code" || source.is_empty() {
                 continue;
@@ -153,7 +158,7 @@ impl<'b> CellSources<'b> {
             }
             source.push_str(&cell.source[from..]);
             out.extend_from_slice(&self.bytes[at..cell.raw.start]);
-            out.extend_from_slice(cell.written(&source, self.bytes).as_bytes());
+            out.extend_from_slice(cell.written(&source).as_bytes());
             at = cell.raw.end;
         }
         out.extend_from_slice(&self.bytes[at..]);
@@ -219,8 +224,8 @@ impl CodeCell<'_> {
     /// The JSON text of `source` for this cell, in the shape its `source` had: a list of lines
     /// keeps its indentation and the JSON text of the lines it shares with the old source at
     /// its start and end; a single string stays one.
-    fn written(&self, source: &str, bytes: &[u8]) -> String {
-        let Shape::Lines(old) = &self.shape else {
+    fn written(&self, source: &str) -> String {
+        let Shape::Lines { lines: old, layout } = &self.shape else {
             return json_string(source);
         };
         let lines: Vec<&str> = source.split_inclusive('\n').collect();
@@ -251,8 +256,7 @@ impl CodeCell<'_> {
                 }
             })
             .collect();
-        let raw = std::str::from_utf8(&bytes[self.raw.clone()]).unwrap_or("[]");
-        match list_layout(raw) {
+        match layout {
             Some((inner, outer)) if !elements.is_empty() => format!(
                 "[\n{inner}{}\n{outer}]",
                 elements.join(&format!(",\n{inner}"))

@@ -7,7 +7,7 @@ use tree_sitter::Node;
 
 use crate::checker::Checker;
 use crate::diagnostic::{Edit, Fix};
-use crate::parse::KINDS;
+use crate::parse::{Descend, FIELDS, KINDS, Visit, walk};
 use crate::rule_meta::Applicability;
 
 /// `node` with `.method()` called on it (`method` written with its dot and parentheses,
@@ -78,12 +78,8 @@ pub fn remove_statement(checker: &Checker<'_>, node: Node<'_>) -> Option<Edit> {
         .filter(|parent| parent.kind_id() == KINDS.expression_statement)?;
     let block = statement.parent()?;
     let text = checker.source.text();
-    let line_start = text[..statement.start_byte()]
-        .rfind('\n')
-        .map_or(0, |at| at + 1);
-    let line_end = text[statement.end_byte()..]
-        .find('\n')
-        .map_or(text.len(), |at| statement.end_byte() + at + 1);
+    let line_start = line_start(text, statement.start_byte());
+    let line_end = line_end(text, statement.end_byte());
     let alone = text[line_start..statement.start_byte()].trim().is_empty()
         && text[statement.end_byte()..line_end].trim().is_empty();
     if !alone {
@@ -129,7 +125,7 @@ pub fn keep_instead(edits: Vec<Edit>, several: impl FnOnce() -> String) -> Fix {
 /// no name (`as x` would leave the name unbound), with the body on lines of its own, and only
 /// where dedenting changes no string: a body line not indented as the block is, or a string
 /// spanning lines (whose lines dedenting would rewrite), gives no fix.
-pub fn unwrap_with(checker: &Checker<'_>, statement: Node<'_>) -> Option<Edit> {
+pub fn unwrap_with<'a>(checker: &Checker<'a>, statement: Node<'a>) -> Option<Edit> {
     if statement.kind_id() != KINDS.with_statement {
         return None;
     }
@@ -151,15 +147,9 @@ pub fn unwrap_with(checker: &Checker<'_>, statement: Node<'_>) -> Option<Edit> {
     {
         return None;
     }
-    let body = statement.child_by_field_name("body")?;
+    let body = checker.field(statement, FIELDS.body)?;
     let text = checker.source.text();
-    let line_start = |at: usize| text[..at].rfind('\n').map_or(0, |newline| newline + 1);
-    let line_end = |at: usize| {
-        text[at..]
-            .find('\n')
-            .map_or(text.len(), |newline| at + newline + 1)
-    };
-    let start = line_start(statement.start_byte());
+    let start = line_start(text, statement.start_byte());
     let indent = &text[start..statement.start_byte()];
     if !indent.trim().is_empty() {
         return None;
@@ -170,16 +160,16 @@ pub fn unwrap_with(checker: &Checker<'_>, statement: Node<'_>) -> Option<Edit> {
         .children(&mut cursor)
         .filter(|child| child.kind() == ":")
         .last()?;
-    let body_start = line_end(colon.end_byte());
+    let body_start = line_end(text, colon.end_byte());
     if body.start_byte() < body_start || multiline_string_in(body) {
         return None;
     }
-    let end = line_end(body.end_byte());
-    let inner = &text[line_start(body.start_byte())..body.start_byte()];
+    let end = line_end(text, body.end_byte());
+    let inner = &text[line_start(text, body.start_byte())..body.start_byte()];
     let mut content = String::with_capacity(end - body_start);
     for line in text[body_start..end].split_inclusive('\n') {
         if line.trim().is_empty() {
-            content.push_str(&line[line.len() - line.trim_start_matches([' ', '\t']).len()..]);
+            content.push_str(&line[indentation(line).len()..]);
             continue;
         }
         let rest = line.strip_prefix(inner)?;
@@ -194,28 +184,33 @@ pub fn unwrap_with(checker: &Checker<'_>, statement: Node<'_>) -> Option<Edit> {
 
 /// Whether some string in `node` spans lines.
 fn multiline_string_in(node: Node<'_>) -> bool {
-    let mut cursor = node.walk();
-    let mut descend = true;
-    loop {
-        let current = cursor.node();
-        if descend
-            && current.kind_id() == KINDS.string
-            && current.start_position().row != current.end_position().row
-        {
-            return true;
+    let mut found = false;
+    walk(node, |visit| match visit {
+        Visit::Enter(inner) if !found && inner.kind_id() == KINDS.string => {
+            found = inner.start_position().row != inner.end_position().row;
+            Descend::No
         }
-        if descend && current.kind_id() != KINDS.string && cursor.goto_first_child() {
-            continue;
-        }
-        if cursor.goto_next_sibling() {
-            descend = true;
-            continue;
-        }
-        if !cursor.goto_parent() || cursor.node() == node {
-            return false;
-        }
-        descend = false;
-    }
+        Visit::Enter(_) if !found => Descend::Yes,
+        _ => Descend::No,
+    });
+    found
+}
+
+/// Where the line holding byte `at` starts.
+pub fn line_start(text: &str, at: usize) -> usize {
+    text[..at].rfind('\n').map_or(0, |newline| newline + 1)
+}
+
+/// Where the line holding byte `at` ends, after its line break.
+fn line_end(text: &str, at: usize) -> usize {
+    text[at..]
+        .find('\n')
+        .map_or(text.len(), |newline| at + newline + 1)
+}
+
+/// The spaces and tabs a line starts with.
+fn indentation(line: &str) -> &str {
+    &line[..line.len() - line.trim_start_matches([' ', '\t']).len()]
 }
 
 /// Lines inserted before the first statement of `block` (a loop's body), at its indentation:
@@ -227,15 +222,10 @@ pub fn insert_at_block_start(
     write: impl FnOnce(&str, &str) -> String,
 ) -> Option<Edit> {
     let text = checker.source.text();
-    let line_start = |at: usize| text[..at].rfind('\n').map_or(0, |newline| newline + 1);
-    let start = line_start(block.start_byte());
+    let start = line_start(text, block.start_byte());
     let indent = &text[start..block.start_byte()];
-    let header = block.parent()?;
-    let header_start = line_start(header.start_byte());
-    let outer = &text[header_start
-        ..header_start
-            + (text[header_start..].len()
-                - text[header_start..].trim_start_matches([' ', '\t']).len())];
+    let header_start = line_start(text, block.parent()?.start_byte());
+    let outer = indentation(&text[header_start..]);
     if !indent.trim().is_empty() || header_start == start {
         return None;
     }

@@ -23,20 +23,6 @@ pub enum ClassRef {
 /// How deep names, attributes and annotations are followed.
 const MAX_DEPTH: usize = 6;
 
-/// `nn.Module` methods that return the module itself (`model = Net().cuda()`).
-const RETURNS_SELF: &[&str] = &[
-    "cuda",
-    "to",
-    "cpu",
-    "train",
-    "eval",
-    "float",
-    "half",
-    "double",
-    "bfloat16",
-    "requires_grad_",
-];
-
 impl<'a> Analysis<'a> {
     /// The class `node`'s value is an instance of.
     pub fn instance_class(&self, node: Node<'a>) -> Option<ClassRef> {
@@ -56,7 +42,7 @@ impl<'a> Analysis<'a> {
             // `nn.GRU(...).cuda()`: a module's own methods that return the module.
             if callee.kind_id() == KINDS.attribute
                 && let Some(method) = callee.child_by_field_id(FIELDS.attribute)
-                && RETURNS_SELF.contains(&self.text(method))
+                && super::summary::SAME_VALUE_METHODS.contains(&self.text(method))
             {
                 return self
                     .instance_class_at_depth(callee.child_by_field_id(FIELDS.object)?, depth + 1);

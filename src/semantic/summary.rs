@@ -149,7 +149,7 @@ impl Demand {
 
 /// Methods that return their receiver (or a copy of it) as far as module-ness and the value's
 /// origin go: `build(cfg).to(device)` is what `build` returns.
-const SAME_VALUE_METHODS: &[&str] = &[
+pub(super) const SAME_VALUE_METHODS: &[&str] = &[
     "to",
     "cuda",
     "cpu",

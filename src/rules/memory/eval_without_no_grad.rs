@@ -10,7 +10,7 @@ use crate::checker::{Checker, GradMode};
 use crate::diagnostic::{Diagnostic, Edit, Fix};
 use crate::parse::{FIELDS, KINDS};
 use crate::rule_meta::{Applicability, RuleMeta};
-use crate::rules::Check;
+use crate::rules::{Check, edits};
 use crate::semantic::{ModeCall, modules};
 
 pub struct EvalWithoutNoGrad;
@@ -185,9 +185,7 @@ fn no_grad_decorator(checker: &Checker<'_>) -> Option<Fix> {
         return None;
     }
     let text = checker.source.text();
-    let line_start = text[..function.start_byte()]
-        .rfind('\n')
-        .map_or(0, |at| at + 1);
+    let line_start = edits::line_start(text, function.start_byte());
     let indent = &text[line_start..function.start_byte()];
     if !indent.chars().all(|c| c == ' ' || c == '\t') {
         return None;
@@ -257,9 +255,7 @@ fn import_torch(checker: &Checker<'_>) -> Option<Edit> {
             !(docstring || future || kind == KINDS.comment)
         })?;
     let text = checker.source.text();
-    let at = text[..first.1.start_byte()]
-        .rfind('\n')
-        .map_or(0, |at| at + 1);
+    let at = edits::line_start(text, first.1.start_byte());
     // Among imports, one more; before code, a blank line after it.
     let imports =
         [KINDS.import_statement, KINDS.import_from_statement].contains(&first.1.kind_id());

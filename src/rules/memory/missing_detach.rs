@@ -384,21 +384,18 @@ fn check_fed_back_state<'a>(
     let mut targets = Vec::new();
     flatten_targets(left, &mut targets);
     // Syntax first: some target must go back into the call.
-    let feeds = targets.iter().any(|target| {
+    let fed_back = |target: &Node<'a>| {
         let name = checker.node_text(*target);
         argument_texts
             .iter()
             .any(|argument| argument_feeds(argument, name))
-    });
-    if !feeds || forward_call(checker, right).is_none() {
+    };
+    if !targets.iter().any(fed_back) || forward_call(checker, right).is_none() {
         return;
     }
     for &target in &targets {
         let name = checker.node_text(target);
-        if !argument_texts
-            .iter()
-            .any(|argument| argument_feeds(argument, name))
-        {
+        if !fed_back(&target) {
             continue;
         }
         if target.kind_id() == KINDS.attribute {
@@ -462,12 +459,7 @@ fn check_fed_back_state<'a>(
         let fed: Vec<Node<'a>> = targets
             .iter()
             .copied()
-            .filter(|target| {
-                target.kind_id() == KINDS.identifier
-                    && argument_texts
-                        .iter()
-                        .any(|argument| argument_feeds(argument, checker.node_text(*target)))
-            })
+            .filter(|target| target.kind_id() == KINDS.identifier && fed_back(target))
             .collect();
         let mut diagnostic =
             Diagnostic::new(rule, message, assignment.byte_range()).with_label(label, why);
