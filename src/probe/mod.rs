@@ -49,8 +49,8 @@ const DEVICE_SAMPLE_EVERY: Duration = Duration::from_millis(50);
 /// Rules with a runtime signature: the probe knows what to read at their lines (each rule's
 /// "How the probe confirms it").
 const WATCHED_RULES: &[&str] = &[
-    "TL101", "TL102", "TL103", "TL104", "TL105", "TL106", "TL107", "TL108", "TL109", "TL201",
-    "TL202",
+    "TL101", "TL102", "TL103", "TL104", "TL105", "TL106", "TL107", "TL108", "TL109", "TL111",
+    "TL201", "TL202",
 ];
 
 pub struct Options {
@@ -368,8 +368,10 @@ pub fn run(options: &Options) -> Result<Probed, String> {
     // something: an evaluation forward (TL101) whose own graph does not grow is judged again
     // with the growth counted there.
     let keeper = report.findings.iter().find(|watched| {
-        matches!(watched.finding.code.as_str(), "TL102" | "TL103" | "TL104")
-            && watched.verdict.status == verdict::Status::Confirmed
+        matches!(
+            watched.finding.code.as_str(),
+            "TL102" | "TL103" | "TL104" | "TL111"
+        ) && watched.verdict.status == verdict::Status::Confirmed
             && watched.verdict.class.grows()
     });
     if let Some(keeper) = keeper.map(|k| format!("line {} ({})", k.finding.line, k.finding.code)) {

@@ -135,7 +135,7 @@ pub struct RunSummary {
 pub const MIN_GROWTH_HITS: usize = 20;
 
 /// The rules confirmed only by growth measured at their line.
-pub const GROWTH_RULES: [&str; 4] = ["TL102", "TL103", "TL104", "TL109"];
+pub const GROWTH_RULES: [&str; 5] = ["TL102", "TL103", "TL104", "TL109", "TL111"];
 
 /// Measured points a slope needs to have a standard error at all (n − 2 degrees of freedom).
 const MIN_FIT_POINTS: usize = 3;
@@ -207,6 +207,8 @@ pub fn judge_with_run(code: &str, hits: &[&Hit], context: &Context, run: &RunSum
         "TL107" => retained_graph(hits, &measures),
         "TL108" => loaded_on_gpu(hits, &measures, context),
         "TL109" => hooks_in_loop(hits, &measures, context),
+        // The hook's store is a collection like any other: its hits are the module's calls.
+        "TL111" => gpu_collection(hits, &measures, context),
         "TL201" => empty_cache(hits, &measures, context),
         "TL202" => anomaly_mode(hits, &measures, run),
         _ => unknown_rule(code, &measures),
@@ -2129,6 +2131,12 @@ mod tests {
             verdict.evidence
         );
         assert!(has(&verdict.evidence, "container length 6 → 30"));
+
+        // A hook's store (TL111) is judged as the collection it is: one item per forward.
+        let hook = stream.judge("TL111", &context());
+        assert_eq!(hook.status, Status::Confirmed);
+        assert_eq!(hook.class, Class::GrowsGpu);
+        assert_eq!(hook.summary, verdict.summary);
 
         let cpu = stream.judge("TL104", &cpu_context());
         assert_eq!(cpu.status, Status::NotReproduced);

@@ -44,6 +44,7 @@ pub fn rust_check(code: &str) -> Option<&'static dyn Check> {
         "TL107" => Some(&memory::retain_graph_in_loop::RetainGraphInLoop),
         "TL109" => Some(&memory::hook_in_loop::HookInLoop),
         "TL110" => Some(&memory::create_graph_cycle::CreateGraphCycle),
+        "TL111" => Some(&memory::hook_stores_activations::HookStoresActivations),
         "TL201" => Some(&performance::empty_cache_in_loop::EmptyCacheInLoop),
         _ => None,
     }

@@ -19,6 +19,7 @@ pub mod frozen;
 pub mod gates;
 pub mod grad;
 pub mod graph_arguments;
+pub mod hooks;
 pub mod instances;
 pub mod modules;
 pub mod per_batch;
@@ -201,6 +202,13 @@ impl<'a> SemanticModel<'a> {
 
     pub fn loop_facts(&self, node: Node<'_>) -> Option<&LoopFacts> {
         self.loops.get(&node.id())
+    }
+
+    /// Whether some loop of the file trains, or holds one that does.
+    pub fn has_training_loop(&self) -> bool {
+        self.loops
+            .values()
+            .any(|facts| facts.trains() || facts.nested_training)
     }
 
     pub fn function_facts(&self, node: Node<'_>) -> Option<&FunctionFacts> {

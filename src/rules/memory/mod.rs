@@ -8,6 +8,7 @@ pub mod eval_without_no_grad;
 pub mod float64_data;
 pub mod gpu_collection;
 pub mod hook_in_loop;
+pub mod hook_stores_activations;
 pub mod missing_detach;
 pub mod pinned_workers;
 pub mod retain_graph_in_loop;
