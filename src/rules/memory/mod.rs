@@ -10,6 +10,7 @@ pub mod gpu_collection;
 pub mod hook_in_loop;
 pub mod hook_stores_activations;
 pub mod missing_detach;
+pub mod module_copied_per_step;
 pub mod pinned_workers;
 pub mod retain_graph_in_loop;
 pub mod tensor_accumulated;
