@@ -14,6 +14,25 @@ use crate::semantic::values::Kind;
 
 pub struct ModuleCopiedPerStep;
 
+/// The optimizers of `torch.optim` (PyTorch 2.11).
+const OPTIMIZERS: &[&str] = &[
+    "ASGD",
+    "Adadelta",
+    "Adafactor",
+    "Adagrad",
+    "Adam",
+    "AdamW",
+    "Adamax",
+    "LBFGS",
+    "Muon",
+    "NAdam",
+    "RAdam",
+    "RMSprop",
+    "Rprop",
+    "SGD",
+    "SparseAdam",
+];
+
 impl Check for ModuleCopiedPerStep {
     fn kinds(&self) -> &'static [&'static str] {
         &["call"]
@@ -29,9 +48,10 @@ impl Check for ModuleCopiedPerStep {
         let Some(name) = checker.call_name(call) else {
             return;
         };
-        // Named like a copy or an optimizer class (capitalised) before anything is resolved.
+        // Named like a copy or one of `torch.optim`'s optimizers before anything is resolved:
+        // most calls of a model file construct layers.
         let copy = name == "deepcopy";
-        if !copy && !name.starts_with(|c: char| c.is_ascii_uppercase()) {
+        if !copy && !OPTIMIZERS.contains(&name) {
             return;
         }
         let Some(callee) = checker.callee(call) else {
