@@ -12,9 +12,13 @@ the process's RSS). Usage: python3 bench/measurements/create_graph_cycle.py [--s
 import argparse
 import gc
 import resource
+import sys
 
 import torch
 import torch.nn as nn
+
+sys.dont_write_bytecode = True  # no __pycache__ beside the scripts
+from measure import pick_device, report_steps  # noqa: E402
 
 
 def memory(device):
@@ -43,24 +47,18 @@ def run(variant, steps, device):
         loss.backward(create_graph=True)
         opt.step()
         seen.append(memory(device) - start)
-    per_step = (seen[-1] - seen[1]) / max(1, steps - 2)
     del model, opt, x, loss
     gc.collect()
-    return seen, per_step
+    return seen
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=12)
     args = parser.parse_args()
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    print(f"torch {torch.__version__}, device {device}"
-          + (f" ({torch.cuda.get_device_name()})" if device.type == "cuda" else ""))
+    device = pick_device()
     for variant in ["never cleared", "zero_grad(set_to_none=False)", "zero_grad()"]:
-        seen, per_step = run(variant, args.steps, device)
-        mib = [round(value / 2**20, 1) for value in seen]
-        print(f"{variant:30s} MiB after each step: {mib}")
-        print(f"{'':30s} growth per step: {per_step / 2**20:.2f} MiB")
+        report_steps(variant, run(variant, args.steps, device), 30)
 
 
 if __name__ == "__main__":

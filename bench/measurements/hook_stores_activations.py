@@ -5,25 +5,21 @@ list nothing empties costs in a training loop, against the same hook storing
 
 Prints, per variant, device memory allocated after each of a few steps and the growth per step.
 A benchmark, not a test: needs torch and a CUDA device (runs on the CPU otherwise, reporting
-the process's resident set). Usage: python3 bench/measurements/hook_stores_activations.py [--steps N]
+the process's resident set).
+
+Usage: python3 bench/measurements/hook_stores_activations.py [--steps N]
 """
 
 import argparse
 import gc
-import resource
+import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-
-def memory(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-        return torch.cuda.memory_allocated()
-    # The current resident set, not the peak: a variant after one that grew would read flat.
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * resource.getpagesize()
+sys.dont_write_bytecode = True  # no __pycache__ beside the scripts
+from measure import current_memory as memory, pick_device, report_steps  # noqa: E402
 
 
 def run(variant, steps, device):
@@ -60,28 +56,23 @@ def run(variant, steps, device):
         if variant == "emptied every step":
             features.clear()
         seen.append(memory(device) - start)
-    per_step = (seen[-1] - seen[1]) / max(1, steps - 2)
-    del model, opt, x, y, loss, features
+    features.clear()  # the hook closes over the list: emptied, not deleted
+    del model, opt, x, y, loss
     gc.collect()
-    return seen, per_step
+    return seen
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=12)
     args = parser.parse_args()
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    print(f"torch {torch.__version__}, device {device}"
-          + (f" ({torch.cuda.get_device_name()})" if device.type == "cuda" else ""))
-    print("model: 2 conv layers (3→64→64, 3×3) on a 32×3×64×64 batch; the hook is on the first ReLU "
-          f"(its output: {32 * 64 * 64 * 64 * 4 / 2**20:.0f} MiB in float32)")
+    device = pick_device()
+    print("model: 2 conv layers (3→64→64, 3×3) on a 32×3×64×64 batch; the hook is on the first "
+          f"ReLU (its output: {32 * 64 * 64 * 64 * 4 / 2**20:.0f} MiB in float32)")
     variants = ["output (never emptied)", "output.detach()", "emptied every step",
                 "output.detach().cpu()"]
     for variant in variants:
-        seen, per_step = run(variant, args.steps, device)
-        mib = [round(value / 2**20, 1) for value in seen]
-        print(f"{variant:24s} MiB after each step: {mib}")
-        print(f"{'':24s} growth per step: {per_step / 2**20:.2f} MiB")
+        report_steps(variant, run(variant, args.steps, device), 24)
 
 
 if __name__ == "__main__":

@@ -20,13 +20,8 @@ import time
 import torch
 import torch.nn as nn
 
-
-def current(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-        return torch.cuda.memory_allocated()
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * resource.getpagesize()
+sys.dont_write_bytecode = True  # no __pycache__ beside the scripts
+from measure import current_memory, pick_device  # noqa: E402
 
 
 def peak(device):
@@ -46,7 +41,7 @@ def run(variant, steps, device):
     if device.type == "cuda":
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
-    start = current(device)
+    start = current_memory(device)
     began = time.perf_counter()
     for _ in range(steps):
         if variant == "deepcopy(model) every step":
@@ -76,14 +71,13 @@ def main():
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--variant", choices=VARIANTS)
     args = parser.parse_args()
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if args.variant:
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         above, elapsed, state = run(args.variant, args.steps, device)
         print(f"{args.variant:28s} peak above start {above / 2**20:7.1f} MiB, "
               f"{elapsed * 1000:7.1f} ms per step, Adam state at the end {state / 2**20:.0f} MiB")
         return
-    print(f"torch {torch.__version__}, device {device}"
-          + (f" ({torch.cuda.get_device_name()})" if device.type == "cuda" else ""))
+    pick_device()
     print("model: 6 × Linear(2048, 2048), 25.2 M parameters (96 MiB in float32); Adam; batch 64")
     # One process per variant: a peak (of the allocator, or the resident set) is per process.
     for variant in VARIANTS:

@@ -50,7 +50,7 @@ impl<'a> Analysis<'a> {
         }
         let argument = find_argument(registration, self.source, Some("hook"), Some(0)).found()?;
         let (function, bound) = self.hook_function(argument, 0)?;
-        let parameters = parameter_names(function, self.source);
+        let parameters = self.parameter_list(function);
         // The module comes first; `self` before it in a method named as `self.method`.
         let skip = bound
             + 1
@@ -64,6 +64,14 @@ impl<'a> Analysis<'a> {
             tensors: parameters.into_iter().skip(skip).collect(),
             backward: name.contains("backward"),
         })
+    }
+
+    /// A `def`'s or lambda's parameter names, in order.
+    fn parameter_list(&self, function: Node<'a>) -> Vec<&'a str> {
+        self.parameter_names(function)
+            .into_iter()
+            .map(|(_, name)| name)
+            .collect()
     }
 
     /// The `def` or `lambda` an expression names, and how many leading parameters a `partial`
@@ -156,7 +164,7 @@ impl<'a> Analysis<'a> {
             return Vec::new();
         };
         let mut derived: Vec<&'a str> = hook.tensors.clone();
-        let mut local: Vec<&'a str> = parameter_names(hook.function, self.source);
+        let mut local: Vec<&'a str> = self.parameter_list(hook.function);
         let mut kept = Vec::new();
         walk(body, |visit| {
             let Visit::Enter(node) = visit else {
@@ -368,30 +376,6 @@ impl<'a> Analysis<'a> {
                 .any(|pattern| self.source.contains(pattern.as_str()))
         })
     }
-}
-
-/// A `def`'s or lambda's parameter names, in order (`*args` and `**kwargs` by their names).
-pub fn parameter_names<'a>(function: Node<'a>, source: &'a str) -> Vec<&'a str> {
-    let Some(parameters) = function.child_by_field_id(FIELDS.parameters) else {
-        return Vec::new();
-    };
-    let mut cursor = parameters.walk();
-    parameters
-        .named_children(&mut cursor)
-        .filter_map(|parameter| {
-            let name = if parameter.kind_id() == KINDS.identifier {
-                Some(parameter)
-            } else {
-                parameter.child_by_field_id(FIELDS.name).or_else(|| {
-                    let mut cursor = parameter.walk();
-                    parameter
-                        .named_children(&mut cursor)
-                        .find(|child| child.kind_id() == KINDS.identifier)
-                })
-            };
-            name.map(|name| &source[name.byte_range()])
-        })
-        .collect()
 }
 
 /// The names an assignment or `for` target binds.

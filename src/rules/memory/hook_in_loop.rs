@@ -11,19 +11,18 @@ use crate::diagnostic::{Diagnostic, Edit, Fix};
 use crate::parse::{FIELDS, KINDS};
 use crate::rule_meta::RuleMeta;
 use crate::rules::{Check, edits};
+use crate::semantic::hooks::MODULE_HOOKS;
 use crate::semantic::values::Kind;
 use crate::source::TextRange;
 
 pub struct HookInLoop;
 
-const REGISTER: &[&str] = &[
-    "register_forward_hook",
-    "register_forward_pre_hook",
-    "register_full_backward_hook",
-    "register_full_backward_pre_hook",
-    "register_backward_hook",
-    "register_hook",
-];
+/// Besides the module hooks: a hook on a tensor (on parameters, it lives as long as they do).
+const TENSOR_HOOK: &str = "register_hook";
+
+fn registers(name: &str) -> bool {
+    MODULE_HOOKS.contains(&name) || name == TENSOR_HOOK
+}
 
 impl Check for HookInLoop {
     fn kinds(&self) -> &'static [&'static str] {
@@ -37,10 +36,7 @@ impl Check for HookInLoop {
         checker: &Checker<'a>,
         out: &mut Vec<Diagnostic>,
     ) {
-        if !checker
-            .call_name(call)
-            .is_some_and(|name| REGISTER.contains(&name))
-        {
+        if !checker.call_name(call).is_some_and(registers) {
             return;
         }
         let Some(callee) = checker.callee(call) else {
@@ -53,7 +49,7 @@ impl Check for HookInLoop {
             return;
         };
         let method = checker.node_text(method);
-        if !REGISTER.contains(&method) {
+        if !registers(method) {
             return;
         }
         // Where it runs repeatedly: a training, epoch or batch loop, every forward, a
@@ -228,7 +224,7 @@ fn hook_on_fresh_tensor<'a>(checker: &Checker<'a>, callee: Node<'a>, loop_node: 
 fn registered_as_hook(checker: &Checker<'_>) -> Option<(TextRange, String)> {
     let (function, facts) = checker.current_function()?;
     let name = facts.name.as_str();
-    let registered = REGISTER.iter().any(|method| {
+    let registered = MODULE_HOOKS.iter().chain([&TENSOR_HOOK]).any(|method| {
         checker
             .model
             .calls_by_name

@@ -26,13 +26,8 @@ impl Check for HookStoresActivations {
         checker: &Checker<'a>,
         out: &mut Vec<Diagnostic>,
     ) {
-        if !checker
-            .call_name(call)
-            .is_some_and(|name| MODULE_HOOKS.contains(&name))
-        {
-            return;
-        }
         let analysis = &checker.analysis;
+        // `None` for any call but a module-hook registration.
         let Some(hook) = analysis.registered_hook(call) else {
             return;
         };

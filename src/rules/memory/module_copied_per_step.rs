@@ -140,12 +140,7 @@ fn trained_in_iteration<'a>(checker: &Checker<'a>, call: Node<'a>) -> bool {
     else {
         return false;
     };
-    let region = checker
-        .enclosing_loops()
-        .first()
-        .copied()
-        .or_else(|| checker.analysis.enclosing_function(call))
-        .map_or(checker.text(), |node| checker.node_text(node));
+    let region = iteration(checker, call).map_or(checker.text(), |node| checker.node_text(node));
     region.contains(&format!("{}.parameters()", checker.node_text(target)))
 }
 
@@ -166,12 +161,16 @@ fn over_fresh_parameters<'a>(checker: &Checker<'a>, call: Node<'a>) -> bool {
     let Some(value) = analysis.reaching_value(root) else {
         return false;
     };
-    let region = checker
+    iteration(checker, call).is_some_and(|region| region.byte_range().contains(&value.start_byte()))
+}
+
+/// What runs once per step around the call: its innermost loop, or else its function.
+fn iteration<'a>(checker: &Checker<'a>, call: Node<'a>) -> Option<Node<'a>> {
+    checker
         .enclosing_loops()
         .first()
         .copied()
-        .or_else(|| analysis.enclosing_function(call));
-    region.is_some_and(|region| region.byte_range().contains(&value.start_byte()))
+        .or_else(|| checker.analysis.enclosing_function(call))
 }
 
 /// Whether the call is under a condition inside its loop or function (`if val_loss < best:`,
