@@ -96,6 +96,13 @@ def main():
     check("features_list", "--attribute: 4 MiB per step (256 x 4096 float32)",
           abs(per_step - (4 << 20)) < (256 << 10), per_step)
 
+    # 3b. A forward hook that keeps every output (TL111): the list it appends to grows on the GPU.
+    report, _ = probe(args, "hook_features.py", [])
+    found = verdict(report, "TL111", 13)
+    check("hook_features", "TL111:13 confirmed, grows on the GPU",
+          found.get("status") == "confirmed" and found.get("class") == "grows-gpu",
+          (found.get("class"), found.get("summary")))
+
     # 4. AdamW against SGD with momentum: the budget shows twice the optimizer state.
     states = {}
     for optimizer in ("adamw", "sgd"):
