@@ -348,6 +348,143 @@ for step in range(40):
 }
 
 #[test]
+fn a_create_graph_cycle_is_confirmed_where_the_gradients_keep_their_graphs() {
+    let Some(python) =
+        require_torch("a_create_graph_cycle_is_confirmed_where_the_gradients_keep_their_graphs")
+    else {
+        return;
+    };
+    let project = Project::new();
+    // Parameters updated by hand and the gradients never reset: each backward adds to
+    // gradients that hold the last one's graph. `zero_grad(set_to_none=False)` detaches them
+    // first, so the same loop with it keeps nothing (watched by hand: the rule passes it).
+    let kept = "\
+import torch
+from torch import nn
+
+model = nn.Sequential(nn.Linear(256, 256), nn.Tanh(), nn.Linear(256, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.001)
+for step in range(60):
+    loss = model(torch.randn(512, 256)).pow(2).mean()
+    loss.backward(create_graph=True)
+    with torch.no_grad():
+        for p in model.parameters():
+            p -= 0.001 * p.grad
+";
+    project.write("kept.py", kept);
+    project.write(
+        "detached.py",
+        kept.replace(
+            "    loss = model",
+            "    opt.zero_grad(set_to_none=False)\n    loss = model",
+        ),
+    );
+    let python = python.to_str().unwrap();
+    let run = probe(&project, python, &["kept.py", "--output-format", "json"]);
+    let confirmed = verdict(&json(&run), "TL110", 8).clone();
+    assert_eq!(confirmed["status"], "confirmed", "{confirmed:#}");
+    assert_eq!(confirmed["class"], "grows-host", "{confirmed:#}");
+    let evidence = confirmed["evidence"].to_string();
+    assert!(
+        evidence.contains(
+            "gradients still holding the last backward's graph as the line started on 29/29 hits"
+        ),
+        "{confirmed:#}"
+    );
+    let run = probe(
+        &project,
+        python,
+        &[
+            "detached.py",
+            "--watch",
+            "TL110:9",
+            "--output-format",
+            "json",
+        ],
+    );
+    let detached = verdict(&json(&run), "TL110", 9).clone();
+    assert_eq!(detached["status"], "not-reproduced", "{detached:#}");
+    assert!(
+        detached["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("the gradients held no graph when the next backward started"),
+        "{detached:#}"
+    );
+}
+
+#[test]
+fn a_copy_made_on_every_step_is_confirmed_and_one_made_once_is_not() {
+    let Some(python) =
+        require_torch("a_copy_made_on_every_step_is_confirmed_and_one_made_once_is_not")
+    else {
+        return;
+    };
+    let project = Project::new();
+    // A teacher copied from the model and an optimizer built on every batch; the same loop
+    // with the optimizer built once and the teacher copied on the first step only, the line
+    // giving back the same teacher after it (watched by hand: the rule passes it).
+    let every = "\
+import copy
+import torch
+from torch import nn
+
+model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 1))
+for step in range(40):
+    teacher = copy.deepcopy(model)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    loss = (model(torch.randn(32, 64)) - teacher(torch.randn(32, 64))).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+";
+    project.write("every.py", every);
+    project.write(
+        "once.py",
+        every
+            .replace(
+                "    teacher = copy.deepcopy(model)\n",
+                "    teacher = copy.deepcopy(model) if step == 0 else teacher\n",
+            )
+            .replace(
+                "for step in range(40):",
+                "opt = torch.optim.Adam(model.parameters(), lr=1e-3)\nfor step in range(40):",
+            )
+            .replace(
+                "    opt = torch.optim.Adam(model.parameters(), lr=1e-3)\n    loss",
+                "    loss",
+            ),
+    );
+    let python = python.to_str().unwrap();
+    let run = probe(&project, python, &["every.py", "--output-format", "json"]);
+    let report = json(&run);
+    let copied = verdict(&report, "TL113", 7);
+    assert_eq!(copied["status"], "confirmed", "{copied:#}");
+    let summary = copied["summary"].as_str().unwrap();
+    // 64×256 + 256 + 256 + 1 float32 parameters: 66.0 KiB.
+    assert!(
+        summary.starts_with("a new copy (66.0 KiB on cpu) on"),
+        "{copied:#}"
+    );
+    let rebuilt = verdict(&report, "TL113", 8);
+    assert_eq!(rebuilt["status"], "confirmed", "{rebuilt:#}");
+    assert!(
+        rebuilt["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("a new optimizer on"),
+        "{rebuilt:#}"
+    );
+    let run = probe(
+        &project,
+        python,
+        &["once.py", "--watch", "TL113:8", "--output-format", "json"],
+    );
+    let kept = verdict(&json(&run), "TL113", 8).clone();
+    assert_eq!(kept["status"], "not-reproduced", "{kept:#}");
+}
+
+#[test]
 fn probe_confirms_float64_batches() {
     let Some(python) = require_torch("probe_confirms_float64_batches") else {
         return;

@@ -189,6 +189,9 @@ pub struct Value {
     pub prefetch_factor: Option<u64>,
     #[serde(default)]
     pub pin_memory: Option<bool>,
+    /// TL113: whether the value is another object than at the previous hit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fresh: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -227,6 +230,12 @@ pub struct Hit {
     /// Seconds the line took (from its start to the next line event in the same frame).
     #[serde(default)]
     pub seconds: Option<f64>,
+    /// TL110: how many parameters had a gradient when the line started, and how many of those
+    /// gradients still carried an autograd graph (`.grad.grad_fn`) from an earlier backward.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grads: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grads_with_graph: Option<u64>,
     /// TL107: whether a later backward ran through the graph the previous hit retained,
     /// before this hit (None: not watched, or no graph was retained then).
     #[serde(default, skip_serializing_if = "Option::is_none")]

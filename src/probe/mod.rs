@@ -49,8 +49,8 @@ const DEVICE_SAMPLE_EVERY: Duration = Duration::from_millis(50);
 /// Rules with a runtime signature: the probe knows what to read at their lines (each rule's
 /// "How the probe confirms it").
 const WATCHED_RULES: &[&str] = &[
-    "TL101", "TL102", "TL103", "TL104", "TL105", "TL106", "TL107", "TL108", "TL109", "TL111",
-    "TL201", "TL202",
+    "TL101", "TL102", "TL103", "TL104", "TL105", "TL106", "TL107", "TL108", "TL109", "TL110",
+    "TL111", "TL113", "TL201", "TL202",
 ];
 
 pub struct Options {

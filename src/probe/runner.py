@@ -471,6 +471,46 @@ class Budget:
         if key not in self.optimizers:
             self.optimizers[key] = self.weakref(optimizer)
 
+    def alive(self):
+        """The parameters and optimizers still alive: module parameters, and the tensors an
+        optimizer trains without a module (raw leaf tensors), which are parameters too."""
+        alive = []
+        for key, ref in list(self.parameters.items()):
+            param = ref()
+            if param is None:
+                self.parameters.pop(key, None)
+            else:
+                alive.append(param)
+        optimizers = []
+        for key, ref in list(self.optimizers.items()):
+            optimizer = ref()
+            if optimizer is None:
+                self.optimizers.pop(key, None)
+            else:
+                optimizers.append(optimizer)
+                for group in list(optimizer.param_groups):
+                    alive.extend(group.get("params", ()))
+        return alive, optimizers
+
+    def gradient_graphs(self):
+        """TL110: how many parameters have a gradient, and how many of those gradients carry an
+        autograd graph (`.grad.grad_fn`). After `backward(create_graph=True)` each such graph
+        holds its parameter, which holds the gradient: a cycle autograd never frees, until the
+        gradient is set to None or detached (`zero_grad()`)."""
+        grads = with_graph = 0
+        seen = set()
+        for param in self.alive()[0]:
+            if id(param) in seen:
+                continue
+            seen.add(id(param))
+            grad = getattr(param, "grad", None)
+            if grad is None:
+                continue
+            grads += 1
+            if getattr(grad, "grad_fn", None) is not None:
+                with_graph += 1
+        return grads, with_graph
+
     def event(self, torch, at):
         """A `budget` event: bytes of parameters, gradients and each optimizer class's state, on
         the device when the script uses CUDA (host tensors otherwise: CPU mode), each storage
@@ -492,23 +532,7 @@ class Budget:
             except Exception:
                 return 0
 
-        alive = []
-        for key, ref in list(self.parameters.items()):
-            param = ref()
-            if param is None:
-                self.parameters.pop(key, None)
-            else:
-                alive.append(param)
-        optimizers = []
-        for key, ref in list(self.optimizers.items()):
-            optimizer = ref()
-            if optimizer is None:
-                self.optimizers.pop(key, None)
-            else:
-                optimizers.append(optimizer)
-                # Tensors an optimizer trains without a module (raw leaf tensors) are parameters.
-                for group in list(optimizer.param_groups):
-                    alive.extend(group.get("params", ()))
+        alive, optimizers = self.alive()
         parameters = sum(size(param) for param in alive)
         gradients = sum(size(getattr(param, "grad", None)) for param in alive)
         by_class = {}
@@ -982,6 +1006,20 @@ def describe(obj, deep, walk):
     return value
 
 
+def describe_identity(obj, value, identities, text):
+    """TL113: whether the value is another object than at the last hit (`fresh`; ids compared,
+    as the previous one is alive while its copy is made); an optimizer is named so, with how
+    many of its parameters have state (none right after it is made)."""
+    previous = identities.get(text)
+    identities[text] = id(obj)
+    if previous is not None:
+        value["fresh"] = previous != id(obj)
+    kind = type(obj)
+    if kind.__module__.startswith("torch.optim") and hasattr(obj, "param_groups"):
+        value["kind"] = "optimizer"
+        value["len"] = len(getattr(obj, "state", ()))
+
+
 # --------------------------------------------------------------------------------------------
 # Targets: from a finding's line to a statement, its trigger line, the values and code objects
 # --------------------------------------------------------------------------------------------
@@ -1172,8 +1210,8 @@ class Target:
     """One watched finding: its trigger line, what to read there, and its hits so far."""
 
     __slots__ = ("id", "rule", "line", "lo", "hi", "exprs", "want_pinned", "want_allocs",
-                 "anomaly_after", "walk", "reuse", "n", "done", "pending", "states", "exits",
-                 "hits")
+                 "want_grads", "anomaly_after", "walk", "reuse", "identities", "n", "done",
+                 "pending", "states", "exits", "hits")
 
     def __init__(self, ident, rule, stmt, texts):
         self.id = ident
@@ -1185,8 +1223,12 @@ class Target:
                       for text in texts]
         self.want_pinned = rule == "TL106"
         self.want_allocs = rule == "TL201"
+        self.want_grads = rule == "TL110"  # whether the gradients hold graphs as the line starts
         self.anomaly_after = rule == "TL202"  # the line switches it on: read it afterwards
-        self.walk = rule == "TL108"
+        self.walk = rule in ("TL108", "TL113")
+        # TL113: the object each value held at the last hit, by id, to tell a copy or an
+        # optimizer made anew at every hit from one kept (ids only: a reference would keep it).
+        self.identities = {} if rule == "TL113" else None
         # TL107: whether the graph kept by `retain_graph=True` is backpropagated again before
         # the line runs next (a GAN's generator loss through the discriminator's forward).
         self.reuse = RetainedGraphUse() if rule == "TL107" else None
@@ -1265,7 +1307,8 @@ def plan_targets(plan_targets_json, source, path, top):
 class Pending:
     """A hit whose line is running: observed at the next line event of its frame."""
 
-    __slots__ = ("target", "state", "frame", "n", "last", "t0", "grad", "inference", "anomaly")
+    __slots__ = ("target", "state", "frame", "n", "last", "t0", "grad", "inference", "anomaly",
+                 "grads")
 
     def __init__(self, target, state, frame, n):
         self.target = target
@@ -1274,7 +1317,7 @@ class Pending:
         self.n = n
         self.last = target.line
         self.t0 = 0.0
-        self.grad = self.inference = self.anomaly = None
+        self.grad = self.inference = self.anomaly = self.grads = None
 
 
 def on_stack(wanted, frame):
@@ -1359,6 +1402,13 @@ class Probe:
                         pending.anomaly = torch.is_anomaly_enabled()
                 except Exception as exc:
                     self.emitter.error(describe_failure("reading torch's grad modes", exc))
+                if target.want_grads:
+                    # Before the line: a gradient that still holds a graph then kept the last
+                    # step's graph (and its cycle) until this backward adds to it.
+                    try:
+                        pending.grads = BUDGET.gradient_graphs()
+                    except Exception as exc:
+                        self.emitter.error(describe_failure("reading the parameters' gradients", exc))
             target.pending = pending
             state.pend.append(pending)
             if target.n >= (target.hits or self.hits):
@@ -1435,6 +1485,8 @@ class Probe:
             add_hit_counters(event, target.want_pinned, target.want_allocs)
         except Exception as exc:
             self.emitter.error(describe_failure("reading the memory counters", exc))
+        if pending.grads is not None:
+            event["grads"], event["grads_with_graph"] = pending.grads
         if target.exprs and frame is not None:
             event["values"] = self.read_values(target, frame, measured)
             if target.reuse is not None and measured:
@@ -1471,6 +1523,8 @@ class Probe:
                 value = {"expr": text}
                 try:
                     value.update(describe(obj, deep, target.walk))
+                    if target.identities is not None:
+                        describe_identity(obj, value, target.identities, text)
                 except Exception:
                     value.setdefault("kind", "other")
                 obj = None

@@ -135,7 +135,7 @@ pub struct RunSummary {
 pub const MIN_GROWTH_HITS: usize = 20;
 
 /// The rules confirmed only by growth measured at their line.
-pub const GROWTH_RULES: [&str; 5] = ["TL102", "TL103", "TL104", "TL109", "TL111"];
+pub const GROWTH_RULES: [&str; 6] = ["TL102", "TL103", "TL104", "TL109", "TL110", "TL111"];
 
 /// Measured points a slope needs to have a standard error at all (n − 2 degrees of freedom).
 const MIN_FIT_POINTS: usize = 3;
@@ -208,7 +208,9 @@ pub fn judge_with_run(code: &str, hits: &[&Hit], context: &Context, run: &RunSum
         "TL108" => loaded_on_gpu(hits, &measures, context),
         "TL109" => hooks_in_loop(hits, &measures, context),
         // The hook's store is a collection like any other: its hits are the module's calls.
+        "TL110" => create_graph_cycle(hits, &measures),
         "TL111" => gpu_collection(hits, &measures, context),
+        "TL113" => made_per_step(hits, &measures),
         "TL201" => empty_cache(hits, &measures, context),
         "TL202" => anomaly_mode(hits, &measures, run),
         _ => unknown_rule(code, &measures),
@@ -681,6 +683,112 @@ fn retained_graph(hits: &[&Hit], m: &Measures) -> Decision {
         return Decision::confirmed(m.class_or(Class::Constant), summary).with(line);
     }
     Decision::not_reproduced(m.class(), "no graph was retained at this line".to_owned()).with(line)
+}
+
+/// TL110: after `backward(create_graph=True)` the parameters' gradients carry graphs that hold
+/// the parameters: a cycle autograd never frees. Read as the line starts: a gradient that still
+/// holds a graph then was not set to `None` or detached since the last backward, which adds to
+/// it, so the graphs chain from step to step.
+fn create_graph_cycle(hits: &[&Hit], m: &Measures) -> Decision {
+    // The first backward finds no gradient: only hits with gradients to read count.
+    let read: Vec<(u64, u64)> = hits
+        .iter()
+        .filter_map(|hit| Some((hit.grads?, hit.grads_with_graph?)))
+        .filter(|(grads, _)| *grads > 0)
+        .collect();
+    if read.is_empty() {
+        let summary = if hits.len() < 2 {
+            "the line ran once: no earlier backward's gradients to find"
+        } else {
+            "no parameter had a gradient when the line started: they are set to None before each backward"
+        };
+        return Decision::not_reproduced(m.class(), summary.to_owned());
+    }
+    let holding = read
+        .iter()
+        .filter(|(_, with_graph)| *with_graph > 0)
+        .count();
+    let most = read
+        .iter()
+        .map(|(_, with_graph)| *with_graph)
+        .max()
+        .unwrap_or(0);
+    let grads = read.iter().map(|(grads, _)| *grads).max().unwrap_or(0);
+    let line = format!(
+        "gradients still holding the last backward's graph as the line started on {holding}/{} hits (up to {most} of {grads} parameters' `.grad`)",
+        read.len()
+    );
+    if holding * 2 < read.len() {
+        return Decision::not_reproduced(
+            m.class(),
+            "the gradients held no graph when the next backward started: they were set to None or detached (`zero_grad()`) in between".to_owned(),
+        )
+        .with(line);
+    }
+    if let Some(growth) = m.growth_phrase() {
+        return Decision::confirmed(
+            m.class(),
+            format!("{growth}: each step's graph stays reachable from the gradients, which the next backward adds to"),
+        )
+        .with(line);
+    }
+    Decision::confirmed(
+        m.class_or(Class::Constant),
+        "the gradients still hold the last backward's graph when the next one starts: the graphs chain from step to step, though no growth was measured over these hits".to_owned(),
+    )
+    .with(line)
+}
+
+/// TL113: a model, its state or an optimizer made anew at the line on every hit.
+fn made_per_step(hits: &[&Hit], m: &Measures) -> Decision {
+    let fresh: Vec<bool> = hits
+        .iter()
+        .filter_map(|hit| hit.values.first()?.fresh)
+        .collect();
+    if fresh.is_empty() {
+        let summary = if hits.len() < 2 {
+            "the line ran once: a copy made once costs nothing per step"
+        } else {
+            "what the line made was not read"
+        };
+        return Decision::not_reproduced(m.class(), summary.to_owned());
+    }
+    let new = fresh.iter().filter(|&&fresh| fresh).count();
+    let line = format!(
+        "another object than at the hit before on {new}/{} hits",
+        fresh.len()
+    );
+    if new * 2 < fresh.len() {
+        return Decision::not_reproduced(
+            m.class(),
+            "the line gave back the same object on most hits: nothing was copied or rebuilt per step".to_owned(),
+        )
+        .with(line);
+    }
+    let value = hits.iter().rev().find_map(|hit| hit.values.first());
+    let summary = match value {
+        Some(value) if value.kind == "optimizer" => format!(
+            "a new optimizer on {new}/{} hits, with state for {} parameters when made: its state is allocated again at the next step() and its step count starts over",
+            fresh.len(),
+            value.len.unwrap_or(0)
+        ),
+        Some(value) => {
+            let held = value
+                .bytes
+                .filter(|&bytes| bytes > 0)
+                .map(|bytes| {
+                    let devices = value.devices.as_deref().unwrap_or_default().join(", ");
+                    format!(" ({} on {devices})", fmt_bytes(bytes as f64))
+                })
+                .unwrap_or_default();
+            format!(
+                "a new copy{held} on {new}/{} hits: allocated again every step, beside the previous one until the name lets it go",
+                fresh.len()
+            )
+        }
+        None => format!("a new object on {new}/{} hits", fresh.len()),
+    };
+    Decision::confirmed(m.class_or(Class::Constant), summary).with(line)
 }
 
 /// TL108: a checkpoint whose tensors land on a GPU.

@@ -45,6 +45,7 @@ pub fn rust_check(code: &str) -> Option<&'static dyn Check> {
         "TL109" => Some(&memory::hook_in_loop::HookInLoop),
         "TL110" => Some(&memory::create_graph_cycle::CreateGraphCycle),
         "TL111" => Some(&memory::hook_stores_activations::HookStoresActivations),
+        "TL112" => Some(&memory::cuda_in_dataloader_workers::CudaInDataloaderWorkers),
         "TL113" => Some(&memory::module_copied_per_step::ModuleCopiedPerStep),
         "TL201" => Some(&performance::empty_cache_in_loop::EmptyCacheInLoop),
         _ => None,

@@ -62,9 +62,10 @@ impl Check for CreateGraphCycle {
     }
 }
 
-/// Whether the loop sets gradients to `None` (or deletes them), which breaks the cycle each
-/// step: `optimizer.zero_grad()` or `model.zero_grad()` (whose `set_to_none` is `True` by
-/// default since PyTorch 2.0) unless `set_to_none=False`, `p.grad = None`, `del p.grad`.
+/// Whether the loop sets gradients to `None`, deletes them or detaches them, which breaks the
+/// cycle each step: `optimizer.zero_grad()` or `model.zero_grad()` (with `set_to_none=False`
+/// too: it detaches a gradient that has a graph before zeroing it), `p.grad = None`,
+/// `del p.grad`.
 fn clears_gradients<'a>(checker: &Checker<'a>, loop_node: Node<'a>) -> bool {
     let mut clears = false;
     walk(loop_node, |visit| {
@@ -76,10 +77,7 @@ fn clears_gradients<'a>(checker: &Checker<'a>, loop_node: Node<'a>) -> bool {
         }
         let kind = node.kind_id();
         if kind == KINDS.call && checker.call_name(node) == Some("zero_grad") {
-            let set_to_none =
-                find_argument(node, checker.text(), Some("set_to_none"), Some(0)).found();
-            clears = set_to_none
-                .is_none_or(|value| checker.analysis.constant(value) != Constant::Bool(false));
+            clears = true;
         } else if kind == KINDS.assignment {
             clears = checker
                 .field(node, FIELDS.left)

@@ -4,6 +4,7 @@
 //! re-exported here.
 
 pub mod create_graph_cycle;
+pub mod cuda_in_dataloader_workers;
 pub mod eval_without_no_grad;
 pub mod float64_data;
 pub mod gpu_collection;

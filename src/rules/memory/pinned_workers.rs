@@ -6,58 +6,13 @@ use tree_sitter::Node;
 
 use crate::checker::Checker;
 use crate::diagnostic::{Diagnostic, Edit};
-use crate::parse::{FIELDS, KINDS};
+use crate::parse::KINDS;
 use crate::rule_meta::RuleMeta;
 use crate::rules::declarative::find_argument;
 use crate::rules::{Check, edits};
 use crate::semantic::constants::Constant;
 
 pub struct PinnedWorkers;
-
-const DATA_LOADERS: &[&str] = &[
-    "torch.utils.data.DataLoader",
-    "torch.utils.data.dataloader.DataLoader",
-];
-
-/// Whether an expression names `torch.utils.data.DataLoader`: under an alias, a class of
-/// the file derived from it (`class InfiniteDataLoader(DataLoader)`), or a name bound to a
-/// choice of such classes (`loader = InfiniteDataLoader if infinite else DataLoader`).
-fn is_data_loader<'a>(checker: &Checker<'a>, node: Node<'a>, depth: usize) -> bool {
-    if depth > 4 {
-        return false;
-    }
-    let kind = node.kind_id();
-    if kind == KINDS.conditional_expression {
-        return [0, 2].into_iter().any(|index| {
-            node.named_child(index)
-                .is_some_and(|branch| is_data_loader(checker, branch, depth + 1))
-        });
-    }
-    if kind != KINDS.identifier && kind != KINDS.attribute {
-        return false;
-    }
-    let text = checker.node_text(node);
-    if kind == KINDS.identifier
-        && let Some(class) = checker.model.class_named(text)
-    {
-        return class
-            .bases
-            .iter()
-            .any(|base| is_data_loader(checker, *base, depth + 1));
-    }
-    // Asked only of calls that pass `pin_memory` (or `**kwargs`).
-    if checker
-        .analysis
-        .qualified_name(node)
-        .is_some_and(|name| DATA_LOADERS.contains(&name.as_str()))
-    {
-        return true;
-    }
-    kind == KINDS.identifier
-        && checker.analysis.reaching_value(node).is_some_and(|value| {
-            value.id() != node.id() && is_data_loader(checker, value, depth + 1)
-        })
-}
 
 impl Check for PinnedWorkers {
     fn kinds(&self) -> &'static [&'static str] {
@@ -94,16 +49,13 @@ impl Check for PinnedWorkers {
         } else {
             Some(callee)
         };
-        if !loader.is_some_and(|loader| is_data_loader(checker, loader, 0)) {
+        if !loader.is_some_and(|loader| checker.analysis.is_data_loader(loader)) {
             return;
         }
         let position = |index: usize| (!partial).then_some(index);
-        let source = checker.text();
         let analysis = &checker.analysis;
         let argument = |keyword: &str, position: Option<usize>| {
-            find_argument(call, source, Some(keyword), position)
-                .found()
-                .or_else(|| splatted_argument(checker, call, keyword))
+            analysis.loader_argument(call, keyword, position)
         };
         // DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers,
         //            collate_fn, pin_memory, ...)
@@ -192,44 +144,6 @@ impl Check for PinnedWorkers {
         ));
         out.push(diagnostic);
     }
-}
-
-/// `DataLoader(ds, **loader_kwargs)` with `loader_kwargs = {"num_workers": ...}` or
-/// `dict(num_workers=...)` bound in the file.
-fn splatted_argument<'a>(checker: &Checker<'a>, call: Node<'a>, keyword: &str) -> Option<Node<'a>> {
-    let arguments = checker.arguments(call)?;
-    let mut cursor = arguments.walk();
-    let splats: Vec<Node<'a>> = arguments
-        .named_children(&mut cursor)
-        .filter(|a| a.kind_id() == KINDS.dictionary_splat)
-        .collect();
-    splats.into_iter().find_map(|splat| {
-        let mut value = splat.named_child(0)?;
-        if let Some(bound) = checker.analysis.bound_value(value) {
-            value = bound;
-        }
-        dictionary_entry(checker, value, keyword)
-    })
-}
-
-fn dictionary_entry<'a>(checker: &Checker<'a>, dict: Node<'a>, keyword: &str) -> Option<Node<'a>> {
-    if dict.kind() == "dictionary" {
-        let mut cursor = dict.walk();
-        let pairs: Vec<Node<'a>> = dict.named_children(&mut cursor).collect();
-        return pairs.into_iter().find_map(|pair| {
-            let key = pair.child_by_field_name("key")?;
-            let key = checker.node_text(key).trim_matches(['"', '\'']);
-            (key == keyword).then(|| checker.field(pair, FIELDS.value))?
-        });
-    }
-    if dict.kind_id() == KINDS.call
-        && checker
-            .callee(dict)
-            .is_some_and(|f| checker.node_text(f) == "dict")
-    {
-        return find_argument(dict, checker.text(), Some(keyword), None).found();
-    }
-    None
 }
 
 /// The bytes of one sample of a `TensorDataset` built from tensors of literal shape
