@@ -283,6 +283,7 @@ mod tests {
             t,
             at: at.to_owned(),
             step: None,
+            in_forward: 0,
             total: lines.iter().map(|(_, _, bytes)| bytes).sum(),
             lines: lines
                 .iter()

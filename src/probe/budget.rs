@@ -7,6 +7,9 @@ use serde::Serialize;
 use super::events::{Budget, OutOfMemory};
 use super::verdict::fmt_bytes;
 
+/// The part of the budget a module's forward allocated, where the stacks tell it apart.
+pub const ACTIVATIONS: &str = "activations (made in a forward)";
+
 /// One part of the budget.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Part {
@@ -43,11 +46,26 @@ impl Split {
         let counted: u64 = parts.iter().map(|part| part.bytes).sum();
         if let Some(allocated) = read.allocated {
             // Everything else the allocator hands out: the forward's activations and what
-            // autograd saved for the backward, batches, outputs, anything the script keeps.
-            parts.push(Part {
-                what: "activations and other tensors".to_owned(),
-                bytes: allocated.saturating_sub(counted),
-            });
+            // autograd saved for the backward, batches, outputs, anything the script keeps;
+            // told apart where the allocation stacks were read (`--attribute`).
+            let rest = allocated.saturating_sub(counted);
+            match read.activations {
+                Some(activations) => {
+                    let activations = activations.min(rest);
+                    parts.push(Part {
+                        what: ACTIVATIONS.to_owned(),
+                        bytes: activations,
+                    });
+                    parts.push(Part {
+                        what: "other tensors".to_owned(),
+                        bytes: rest - activations,
+                    });
+                }
+                None => parts.push(Part {
+                    what: "activations and other tensors".to_owned(),
+                    bytes: rest,
+                }),
+            }
             if let Some(reserved) = read.reserved {
                 parts.push(Part {
                     what: "cached but free".to_owned(),
@@ -201,6 +219,47 @@ mod tests {
         assert_eq!(
             split.lines()[3],
             "optimizer state (AdamW)           512 MiB    37%"
+        );
+    }
+
+    #[test]
+    fn activations_are_told_from_other_tensors_where_the_stacks_were_read() {
+        let read = Budget {
+            at: "peak".into(),
+            device: true,
+            parameters: 256 * MIB,
+            gradients: 256 * MIB,
+            allocated: Some(812 * MIB),
+            reserved: Some(900 * MIB),
+            activations: Some(200 * MIB),
+            ..Budget::default()
+        };
+        let parts = |split: Split| -> Vec<(String, u64)> {
+            split
+                .parts
+                .into_iter()
+                .map(|part| (part.what, part.bytes))
+                .collect()
+        };
+        assert_eq!(
+            parts(Split::of(read.clone()))[2..],
+            [
+                (ACTIVATIONS.to_owned(), 200 * MIB),
+                ("other tensors".to_owned(), 100 * MIB),
+                ("cached but free".to_owned(), 88 * MIB),
+            ]
+        );
+        // Read a moment apart, the stacks may count more than the rest: never more than it.
+        let later = Budget {
+            activations: Some(400 * MIB),
+            ..read
+        };
+        assert_eq!(
+            parts(Split::of(later))[2..4],
+            [
+                (ACTIVATIONS.to_owned(), 300 * MIB),
+                ("other tensors".to_owned(), 0),
+            ]
         );
     }
 

@@ -51,6 +51,10 @@ pub struct Budget {
     pub allocated: Option<u64>,
     #[serde(default)]
     pub reserved: Option<u64>,
+    /// With `--attribute`: the live blocks allocated inside a module's forward (its outputs,
+    /// what autograd saved for the backward), from the allocation stacks read with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activations: Option<u64>,
 }
 
 /// The live device memory of one moment by the line that allocated it (`--attribute`), read
@@ -62,6 +66,9 @@ pub struct Attribution {
     pub at: String,
     /// Every live block's bytes.
     pub total: u64,
+    /// The live blocks allocated inside a module's forward.
+    #[serde(default)]
+    pub in_forward: u64,
     /// The step that was starting (`at` = `step`), counted from 1.
     #[serde(default)]
     pub step: Option<u64>,

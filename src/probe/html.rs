@@ -547,6 +547,13 @@ const BUDGET_COLOURS: [(&str, &str); 5] = [
     ("cached but free", "#ffe0b2"),
 ];
 
+/// Colours of the two parts "activations and other tensors" splits into where the allocation
+/// stacks were read (`--attribute`): the bars show them, the areas (from samples) cannot.
+const SPLIT_COLOURS: [(&str, &str); 2] = [
+    (crate::probe::budget::ACTIVATIONS, "#64b5f6"),
+    ("other tensors", "#bbdefb"),
+];
+
 /// At each budget read on the device, a narrow bar stacked by its parts: what the memory
 /// under the curves was made of at that moment.
 fn budget_bars(svg: &mut String, frame: &Frame, report: &ProbeReport) {
@@ -557,6 +564,7 @@ fn budget_bars(svg: &mut String, frame: &Frame, report: &ProbeReport) {
         for part in &split.parts {
             let colour = BUDGET_COLOURS
                 .iter()
+                .chain(&SPLIT_COLOURS)
                 .find(|(what, _)| part.what.starts_with(what))
                 .map_or("#bdbdbd", |(_, colour)| colour);
             let (top, bottom) = (frame.y(base + part.bytes as f64), frame.y(base));

@@ -570,6 +570,12 @@ BUDGET = Budget()
 ATTRIBUTED_LINES = 30  # lines of the user's code per snapshot, the most bytes first
 
 
+def is_module_call(frame):
+    """Whether a recorded stack frame is `nn.Module.__call__` running a module's forward."""
+    return (frame.get("name") in ("_call_impl", "_wrapped_call_impl")
+            and frame.get("filename", "").replace("\\", "/").endswith("torch/nn/modules/module.py"))
+
+
 class Attribution:
     """`--attribute`: which lines of the user's code allocated the memory that is live. The
     allocator keeps the Python stack of every live allocation
@@ -603,7 +609,7 @@ class Attribution:
     def event(self, torch, at):
         snapshot = torch.cuda.memory._snapshot()
         held = {}
-        total = 0
+        total = in_forward = 0
         for segment in snapshot.get("segments", ()):
             for block in segment.get("blocks", ()):
                 if block.get("state") != "active_allocated":
@@ -611,11 +617,14 @@ class Attribution:
                 size = int(block.get("size", 0))
                 total += size
                 where = ("", 0)  # allocated outside the user's code (or no stack recorded)
-                for frame in block.get("frames") or ():
+                frames = block.get("frames") or ()
+                for frame in frames:
                     real = UserCode.real_path(frame.get("filename", ""))
                     if real is not None:
                         where = (real, int(frame.get("line", 0)))
                         break
+                if any(is_module_call(frame) for frame in frames):
+                    in_forward += size
                 entry = held.get(where)
                 if entry is None:
                     held[where] = [size, 1]
@@ -625,6 +634,7 @@ class Attribution:
         lines = sorted(held.items(), key=lambda item: -item[1][0])[:ATTRIBUTED_LINES]
         return {
             "ev": "attribution", "t": wall_clock(), "at": at, "total": total,
+            "in_forward": in_forward,
             "lines": [{"file": path, "line": line, "bytes": size, "blocks": blocks}
                       for (path, line), (size, blocks) in lines],
         }
@@ -664,15 +674,23 @@ def emit_budget(emitter, at):
     torch = loaded_torch()
     if torch is None:
         return
-    try:
-        emitter.emit(BUDGET.event(torch, at))
-    except Exception as exc:
-        emitter.error(describe_failure("reading the memory budget", exc))
+    attribution = None
     if ATTRIBUTION.ready and initialised_cuda(torch) is not None:
         try:
-            emitter.emit(ATTRIBUTION.event(torch, at))
+            attribution = ATTRIBUTION.event(torch, at)
         except Exception as exc:
             emitter.error(describe_failure("reading the allocation stacks (--attribute)", exc))
+    try:
+        event = BUDGET.event(torch, at)
+        if attribution is not None:
+            # What the stacks tell apart: the tensors a module's forward made (its outputs and
+            # what autograd saved for the backward) from the rest.
+            event["activations"] = attribution["in_forward"]
+        emitter.emit(event)
+    except Exception as exc:
+        emitter.error(describe_failure("reading the memory budget", exc))
+    if attribution is not None:
+        emitter.emit(attribution)
 
 
 class ForkWarning:
