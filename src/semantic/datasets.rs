@@ -8,7 +8,7 @@ use tree_sitter::Node;
 use super::analysis::Analysis;
 use super::scope::Site;
 use super::values::{Kind, Tri, is_non_forward_method};
-use crate::parse::{Descend, FIELDS, KINDS, Visit, walk};
+use crate::parse::{Descend, FIELDS, KINDS, Visit, find_argument, walk};
 
 /// The methods a loader's worker process calls on its copy of the dataset.
 pub const WORKER_METHODS: &[&str] = &["__getitem__", "__getitems__", "__iter__", "__next__"];
@@ -134,7 +134,7 @@ impl<'a> Analysis<'a> {
     fn call_work(&self, call: Node<'a>, method: &'a str) -> Option<DatasetWork<'a>> {
         let name = self.model.call_name(call);
         let moves = matches!(name, Some("cuda" | "to"))
-            || crate::parse::find_argument(call, self.source, Some("device"), None)
+            || find_argument(call, self.source, Some("device"), None)
                 .found()
                 .is_some();
         if moves && self.facts(call).device == Tri::Yes {

@@ -68,8 +68,7 @@ impl Check for CudaInDataloaderWorkers {
             return;
         };
         let class_name = analysis.model.classes[class].name;
-        let shown = crate::semantic::per_batch::short(checker, work.node);
-        let what = if work.model { "a model" } else { "a tensor" };
+        let shown = super::short(checker, work.node);
         let device = super::device_name(checker);
         let (does, label) = match work.kind {
             WorkerWork::MovesToDevice => (
@@ -86,8 +85,9 @@ impl Check for CudaInDataloaderWorkers {
             ),
             WorkerWork::KeepsOnDevice => (
                 format!(
-                    "keeps {what} on {device} (`{shown}`), and each of the {workers} this loader \
-                     starts gets the dataset with it"
+                    "keeps {} on {device} (`{shown}`), and each of the {workers} this loader \
+                     starts gets the dataset with it",
+                    if work.model { "a model" } else { "a tensor" }
                 ),
                 "every worker gets this with the dataset",
             ),
@@ -104,10 +104,7 @@ impl Check for CudaInDataloaderWorkers {
         if workers_node.byte_range() != call.byte_range() {
             diagnostic = diagnostic.with_label(
                 workers_node.byte_range(),
-                format!(
-                    "`{}` worker processes",
-                    crate::semantic::per_batch::short(checker, workers_node)
-                ),
+                format!("`{}` worker processes", super::short(checker, workers_node)),
             );
         }
         out.push(diagnostic);
