@@ -48,6 +48,7 @@ pub fn rust_check(code: &str) -> Option<&'static dyn Check> {
         "TL112" => Some(&memory::cuda_in_dataloader_workers::CudaInDataloaderWorkers),
         "TL113" => Some(&memory::module_copied_per_step::ModuleCopiedPerStep),
         "TL201" => Some(&performance::empty_cache_in_loop::EmptyCacheInLoop),
+        "TL203" => Some(&performance::compile_in_loop::CompileInLoop),
         _ => None,
     }
 }

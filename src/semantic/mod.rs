@@ -9,6 +9,7 @@ pub mod accumulation;
 pub mod analysis;
 pub mod backprop;
 mod branches;
+pub mod callables;
 pub mod constants;
 pub mod consumers;
 pub mod cross_file;
