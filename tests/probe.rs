@@ -485,6 +485,65 @@ for step in range(40):
 }
 
 #[test]
+fn a_function_compiled_anew_on_every_step_is_confirmed_and_the_same_module_is_not() {
+    let Some(python) = require_torch(
+        "a_function_compiled_anew_on_every_step_is_confirmed_and_the_same_module_is_not",
+    ) else {
+        return;
+    };
+    let project = Project::new();
+    // A closure compiled on every batch, a function decorated with `@torch.compile` on every
+    // batch, and the model itself compiled again on every batch (dynamo's cache answers:
+    // watched by hand, as the rule passes it). The eager backend keeps the run short.
+    let closure = "\
+import torch
+from torch import nn
+
+model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 1))
+opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+for step in range(40):
+    scale = 1.0 + step / 40
+    fn = torch.compile(lambda t: model(t) * scale, backend=\"eager\")
+    loss = fn(torch.randn(8, 16)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+";
+    project.write("closure.py", closure);
+    project.write(
+        "decorated.py",
+        closure.replace(
+            "    fn = torch.compile(lambda t: model(t) * scale, backend=\"eager\")\n",
+            "    @torch.compile(backend=\"eager\")\n    def fn(t):\n        return model(t) * scale\n\n",
+        ),
+    );
+    project.write(
+        "same.py",
+        closure.replace("lambda t: model(t) * scale, backend=", "model, backend="),
+    );
+    let python = python.to_str().unwrap();
+    for (script, line) in [("closure.py", 8), ("decorated.py", 8)] {
+        let run = probe(&project, python, &[script, "--output-format", "json"]);
+        let compiled = verdict(&json(&run), "TL203", line).clone();
+        assert_eq!(compiled["status"], "confirmed", "{script}: {compiled:#}");
+        assert!(
+            compiled["summary"]
+                .as_str()
+                .unwrap()
+                .starts_with("a new function compiled on"),
+            "{script}: {compiled:#}"
+        );
+    }
+    let run = probe(
+        &project,
+        python,
+        &["same.py", "--watch", "TL203:8", "--output-format", "json"],
+    );
+    let same = verdict(&json(&run), "TL203", 8).clone();
+    assert_eq!(same["status"], "not-reproduced", "{same:#}");
+}
+
+#[test]
 fn probe_confirms_float64_batches() {
     let Some(python) = require_torch("probe_confirms_float64_batches") else {
         return;

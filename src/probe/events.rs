@@ -196,7 +196,8 @@ pub struct Value {
     pub prefetch_factor: Option<u64>,
     #[serde(default)]
     pub pin_memory: Option<bool>,
-    /// TL113: whether the value is another object than at the previous hit.
+    /// TL113: whether the value is another object than at the previous hit; TL203: whether
+    /// `torch.compile` was given another function (or module) than at the previous hit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fresh: Option<bool>,
 }
@@ -247,6 +248,9 @@ pub struct Hit {
     /// before this hit (None: not watched, or no graph was retained then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reused: Option<bool>,
+    /// TL203: the graphs dynamo had compiled in the process when the line had run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graphs: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

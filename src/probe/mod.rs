@@ -50,7 +50,7 @@ const DEVICE_SAMPLE_EVERY: Duration = Duration::from_millis(50);
 /// "How the probe confirms it").
 const WATCHED_RULES: &[&str] = &[
     "TL101", "TL102", "TL103", "TL104", "TL105", "TL106", "TL107", "TL108", "TL109", "TL110",
-    "TL111", "TL113", "TL201", "TL202",
+    "TL111", "TL113", "TL201", "TL202", "TL203",
 ];
 
 pub struct Options {

@@ -1024,10 +1024,41 @@ def describe(obj, deep, walk):
     return value
 
 
-def describe_identity(obj, value, identities, text):
+def compiled_original(obj):
+    """TL203: what `torch.compile` was given, for what it returned (a module for an
+    `OptimizedModule`, whose `_torchdynamo_orig_callable` is a new bound method at every read;
+    the function for a compiled function), else None."""
+    original = getattr(obj, "_orig_mod", None)
+    if original is None:
+        original = getattr(obj, "_torchdynamo_orig_callable", None)
+    return original
+
+
+def dynamo_graphs():
+    """Graphs dynamo compiled so far in this process, if the script has used it (never
+    imported here: the counter is read only where dynamo is already loaded)."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    counters = getattr(utils, "counters", None)
+    if counters is None:
+        return None
+    try:
+        return int(counters["stats"]["unique_graphs"])
+    except Exception:
+        return None
+
+
+def describe_identity(obj, value, identities, text, compiled_only=False):
     """TL113: whether the value is another object than at the last hit (`fresh`; ids compared,
     as the previous one is alive while its copy is made); an optimizer is named so, with how
     many of its parameters have state (none right after it is made)."""
+    compiled = compiled_original(obj) if compiled_only else None
+    if compiled_only and compiled is None:
+        return  # not what torch.compile returns: nothing to compare
+    if compiled is not None:
+        # TL203: the function compiled is what is new or not; the wrapper is new at every call
+        # of torch.compile. The previous one is still held by the name while the next is made.
+        value["kind"] = "compiled"
+        obj = compiled
     previous = identities.get(text)
     identities[text] = id(obj)
     if previous is not None:
@@ -1108,6 +1139,8 @@ def value_texts(stmt):
         for item in stmt.items:
             if item.optional_vars is not None:
                 store_texts(item.optional_vars, out)
+    elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.decorator_list:
+        out.append(stmt.name)  # what the decorators made of it (`@torch.compile`)
     elif isinstance(stmt, ast.Return) and stmt.value is not None:
         text = chain_text(stmt.value)
         if text:
@@ -1148,11 +1181,17 @@ def statements(tree):
     return found
 
 
+def first_line(stmt):
+    """A statement's first line: a decorated definition starts at its first decorator."""
+    decorators = getattr(stmt, "decorator_list", None)
+    return min([stmt.lineno] + [d.lineno for d in decorators]) if decorators else stmt.lineno
+
+
 def innermost_statement(found, line, column):
     """The innermost statement that contains `line`; on `a; b` lines the one at `column`."""
     best = None
     for stmt, depth, scope in found:
-        if stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno):
+        if first_line(stmt) <= line <= (stmt.end_lineno or stmt.lineno):
             if best is None or depth > best[1]:
                 best = (stmt, depth, scope)
             elif depth == best[1] and stmt.lineno == best[0].lineno:
@@ -1228,14 +1267,15 @@ class Target:
     """One watched finding: its trigger line, what to read there, and its hits so far."""
 
     __slots__ = ("id", "rule", "line", "lo", "hi", "exprs", "want_pinned", "want_allocs",
-                 "want_grads", "anomaly_after", "walk", "reuse", "identities", "n", "done",
+                 "want_grads", "want_graphs", "anomaly_after", "walk", "reuse", "identities", "n", "done",
                  "pending", "states", "exits", "hits")
 
     def __init__(self, ident, rule, stmt, texts):
         self.id = ident
         self.rule = rule
         self.line = stmt.lineno
-        self.lo = stmt.lineno
+        # A decorator's call may run after the `def` line: it is still the statement.
+        self.lo = first_line(stmt)
         self.hi = header_end(stmt)
         self.exprs = [(text, compile(text, "<torchlint>", "eval", dont_inherit=True))
                       for text in texts]
@@ -1246,7 +1286,9 @@ class Target:
         self.walk = rule in ("TL108", "TL113")
         # TL113: the object each value held at the last hit, by id, to tell a copy or an
         # optimizer made anew at every hit from one kept (ids only: a reference would keep it).
-        self.identities = {} if rule == "TL113" else None
+        self.identities = {} if rule in ("TL113", "TL203") else None
+        # TL203: dynamo's count of compiled graphs after each hit.
+        self.want_graphs = rule == "TL203"
         # TL107: whether the graph kept by `retain_graph=True` is backpropagated again before
         # the line runs next (a GAN's generator loss through the discriminator's forward).
         self.reuse = RetainedGraphUse() if rule == "TL107" else None
@@ -1505,6 +1547,10 @@ class Probe:
             self.emitter.error(describe_failure("reading the memory counters", exc))
         if pending.grads is not None:
             event["grads"], event["grads_with_graph"] = pending.grads
+        if target.want_graphs:
+            graphs = dynamo_graphs()
+            if graphs is not None:
+                event["graphs"] = graphs
         if target.exprs and frame is not None:
             event["values"] = self.read_values(target, frame, measured)
             if target.reuse is not None and measured:
@@ -1542,7 +1588,7 @@ class Probe:
                 try:
                     value.update(describe(obj, deep, target.walk))
                     if target.identities is not None:
-                        describe_identity(obj, value, target.identities, text)
+                        describe_identity(obj, value, target.identities, text, target.want_graphs)
                 except Exception:
                     value.setdefault("kind", "other")
                 obj = None

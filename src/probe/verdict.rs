@@ -211,6 +211,7 @@ pub fn judge_with_run(code: &str, hits: &[&Hit], context: &Context, run: &RunSum
         "TL110" => create_graph_cycle(hits, &measures),
         "TL111" => gpu_collection(hits, &measures, context),
         "TL113" => made_per_step(hits, &measures),
+        "TL203" => compiled_per_step(hits, &measures),
         "TL201" => empty_cache(hits, &measures, context),
         "TL202" => anomaly_mode(hits, &measures, run),
         _ => unknown_rule(code, &measures),
@@ -789,6 +790,68 @@ fn made_per_step(hits: &[&Hit], m: &Measures) -> Decision {
         None => format!("a new object on {new}/{} hits", fresh.len()),
     };
     Decision::confirmed(m.class_or(Class::Constant), summary).with(line)
+}
+
+/// TL203: `torch.compile` given a new function on every hit (the function compiled, not the
+/// wrapper it returns, is compared), with dynamo's graph count and the line's own time beside.
+fn compiled_per_step(hits: &[&Hit], m: &Measures) -> Decision {
+    let fresh: Vec<bool> = hits
+        .iter()
+        .filter_map(|hit| hit.values.first()?.fresh)
+        .collect();
+    let graphs: Vec<u64> = hits.iter().filter_map(|hit| hit.graphs).collect();
+    let graphs_line = match (graphs.first(), graphs.last()) {
+        (Some(first), Some(last)) => Some(format!(
+            "graphs dynamo had compiled in the process: {first} when the line first ran, {last} when it last ran"
+        )),
+        _ => None,
+    };
+    let mut seconds: Vec<f64> = hits.iter().skip(1).filter_map(|hit| hit.seconds).collect();
+    seconds.sort_by(f64::total_cmp);
+    let time_line = seconds.get(seconds.len() / 2).map(|median| {
+        format!(
+            "the line itself took {} per hit after the first (median)",
+            fmt_seconds(*median)
+        )
+    });
+    let with_lines = |decision: Decision| {
+        let mut decision = decision;
+        for line in [graphs_line.clone(), time_line.clone()]
+            .into_iter()
+            .flatten()
+        {
+            decision = decision.with(line);
+        }
+        decision
+    };
+    if fresh.is_empty() {
+        let summary = if hits.len() < 2 {
+            "the line ran once: a function compiled once is compiled once"
+        } else {
+            "what the line compiled was not read"
+        };
+        return with_lines(Decision::not_reproduced(m.class(), summary.to_owned()));
+    }
+    let new = fresh.iter().filter(|&&fresh| fresh).count();
+    let line = format!(
+        "another function compiled than at the hit before on {new}/{} hits",
+        fresh.len()
+    );
+    if new * 2 < fresh.len() {
+        return with_lines(
+            Decision::not_reproduced(
+                m.class(),
+                "torch.compile was given the same function on most hits: dynamo's cache answers"
+                    .to_owned(),
+            )
+            .with(line),
+        );
+    }
+    let summary = format!(
+        "a new function compiled on {new}/{} hits: each is a new object to torch.compile, wrapped, guarded and (when its guards fail) compiled again",
+        fresh.len()
+    );
+    with_lines(Decision::confirmed(m.class_or(Class::Constant), summary).with(line))
 }
 
 /// TL108: a checkpoint whose tensors land on a GPU.
@@ -1767,6 +1830,17 @@ fn unit_size(unit: &str) -> f64 {
 }
 
 /// "10,000".
+/// "850 µs", "3.2 ms", "1.40 s".
+fn fmt_seconds(seconds: f64) -> String {
+    if seconds < 1e-3 {
+        format!("{:.0} µs", seconds * 1e6)
+    } else if seconds < 1.0 {
+        format!("{:.1} ms", seconds * 1e3)
+    } else {
+        format!("{seconds:.2} s")
+    }
+}
+
 pub fn fmt_count(value: u64) -> String {
     let digits = value.to_string();
     let mut out = String::new();
