@@ -98,6 +98,7 @@ fn gpu_report() -> ProbeReport {
             used: 2 * GIB + i * 5 * MIB,
             script: Some(GIB + i * 5 * MIB),
             probe: Some(0),
+            ..DeviceSample::default()
         })
         .collect();
     let mut hits: Vec<Hit> = (1..=30).map(|n| hit(0, n, GIB + n * 8 * MIB)).collect();

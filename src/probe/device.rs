@@ -109,21 +109,35 @@ impl Device {
                             used: memory.used,
                             script: None,
                             probe: None,
+                            workers: None,
+                            worker_processes: None,
                         };
                         if let Ok(processes) = device.running_compute_processes() {
                             let (mut script, mut probe) = (0, 0);
+                            let (mut workers, mut worker_processes) = (0, 0);
                             for process in processes {
                                 let UsedGpuMemory::Used(bytes) = process.used_gpu_memory else {
                                     continue;
                                 };
                                 if process.pid == ours {
                                     probe += bytes;
-                                } else if processes::descends_from(process.pid, ours) {
-                                    script += bytes;
+                                    continue;
+                                }
+                                // The interpreter is our child; what it starts is below it.
+                                match processes::depth_below(process.pid, ours) {
+                                    Some(1) => script += bytes,
+                                    Some(_) => {
+                                        script += bytes;
+                                        workers += bytes;
+                                        worker_processes += 1;
+                                    }
+                                    None => {}
                                 }
                             }
                             sample.script = Some(script);
                             sample.probe = Some(probe);
+                            sample.workers = Some(workers);
+                            sample.worker_processes = Some(worker_processes);
                         }
                         samples.lock().unwrap().push(sample);
                     }

@@ -311,7 +311,7 @@ pub struct Exit {
 
 /// One reading of the device's used memory (everything on it: CUDA contexts, cuDNN/cuBLAS
 /// workspaces, other processes), from NVML or from the script's process (`device::MemorySource`).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct DeviceSample {
     pub t: f64,
     pub used: u64,
@@ -321,4 +321,10 @@ pub struct DeviceSample {
     /// What torchlint's own process holds of it: nothing, as it keeps no context.
     #[serde(default)]
     pub probe: Option<u64>,
+    /// What the script's processes below its interpreter (DataLoader workers, pools) hold of
+    /// it, and how many of them hold some.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_processes: Option<u64>,
 }

@@ -50,7 +50,7 @@ const DEVICE_SAMPLE_EVERY: Duration = Duration::from_millis(50);
 /// "How the probe confirms it").
 const WATCHED_RULES: &[&str] = &[
     "TL101", "TL102", "TL103", "TL104", "TL105", "TL106", "TL107", "TL108", "TL109", "TL110",
-    "TL111", "TL113", "TL201", "TL202", "TL203",
+    "TL111", "TL112", "TL113", "TL201", "TL202", "TL203",
 ];
 
 pub struct Options {
@@ -299,8 +299,7 @@ pub fn run(options: &Options) -> Result<Probed, String> {
                     report.device_samples.push(DeviceSample {
                         t: sample.t,
                         used,
-                        script: None,
-                        probe: None,
+                        ..DeviceSample::default()
                     });
                 }
                 report.samples.push(sample);

@@ -5,18 +5,19 @@
 /// How many parent links a walk follows: deeper trees than this are not the script's.
 const MAX_DEPTH: usize = 64;
 
-/// Whether `pid` is a descendant of `ancestor`.
-pub fn descends_from(pid: u32, ancestor: u32) -> bool {
+/// How far below `ancestor` `pid` is: 1 for a child (the script's interpreter, below
+/// torchlint), 2 for a grandchild (its DataLoader workers), ...; `None` if it is not below.
+pub fn depth_below(pid: u32, ancestor: u32) -> Option<usize> {
     let mut current = pid;
-    for _ in 0..MAX_DEPTH {
+    for depth in 1..=MAX_DEPTH {
         match parent(current) {
-            Some(parent) if parent == ancestor => return true,
+            Some(parent) if parent == ancestor => return Some(depth),
             // Process 0 is the kernel's; 1 is init: the walk has left every tree of ours.
             Some(parent) if parent > 1 => current = parent,
-            _ => return false,
+            _ => return None,
         }
     }
-    false
+    None
 }
 
 /// The parent of `pid`, from `/proc/<pid>/stat` (field 4; the command name before it, in
@@ -34,7 +35,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_child_and_its_child_descend_from_us_and_we_do_not() {
+    fn a_child_is_one_below_us_its_child_two_and_we_are_not_below_them() {
         let ours = std::process::id();
         let mut child = std::process::Command::new("sh")
             .args(["-c", "sleep 5 & echo $!; wait"])
@@ -48,10 +49,10 @@ mod tests {
         )
         .unwrap();
         let grandchild: u32 = line.trim().parse().unwrap();
-        assert!(descends_from(child.id(), ours));
-        assert!(descends_from(grandchild, ours));
-        assert!(!descends_from(ours, child.id()));
-        assert!(!descends_from(1, ours));
+        assert_eq!(depth_below(child.id(), ours), Some(1));
+        assert_eq!(depth_below(grandchild, ours), Some(2));
+        assert_eq!(depth_below(ours, child.id()), None);
+        assert_eq!(depth_below(1, ours), None);
         let _ = std::process::Command::new("kill")
             .arg(grandchild.to_string())
             .status();

@@ -113,6 +113,9 @@ pub struct RunSummary {
     pub device_peak_used: Option<u64>,
     pub peak_rss: Option<u64>,
     pub peak_pinned: Option<u64>,
+    /// The most device memory the script's processes below its interpreter held at once
+    /// (NVML), with how many processes held it; `None` where NVML could not tell.
+    pub peak_worker_device: Option<(u64, u64)>,
     /// The allocator's cap at the end of the run (see [`Context::allowed`]).
     pub allowed: Option<u64>,
     /// The share of timeline samples with anomaly detection on (None: never read).
@@ -210,6 +213,7 @@ pub fn judge_with_run(code: &str, hits: &[&Hit], context: &Context, run: &RunSum
         // The hook's store is a collection like any other: its hits are the module's calls.
         "TL110" => create_graph_cycle(hits, &measures),
         "TL111" => gpu_collection(hits, &measures, context),
+        "TL112" => cuda_in_workers(hits, &measures, context, run),
         "TL113" => made_per_step(hits, &measures),
         "TL203" => compiled_per_step(hits, &measures),
         "TL201" => empty_cache(hits, &measures, context),
@@ -790,6 +794,47 @@ fn made_per_step(hits: &[&Hit], m: &Measures) -> Decision {
         None => format!("a new object on {new}/{} hits", fresh.len()),
     };
     Decision::confirmed(m.class_or(Class::Constant), summary).with(line)
+}
+
+/// TL112: the DataLoader's worker processes hold device memory of their own (a CUDA context
+/// each, and whatever the dataset put there), read from NVML's per-process figures.
+fn cuda_in_workers(hits: &[&Hit], m: &Measures, context: &Context, run: &RunSummary) -> Decision {
+    if !context.gpu {
+        return Decision::not_reproduced(
+            m.class(),
+            "ran without a GPU: the workers had no device to use".to_owned(),
+        );
+    }
+    let workers = max_over(hits, |hit| max_value(hit, |v| v.workers));
+    let loader_line = workers.map(|workers| format!("{workers} workers at runtime"));
+    let with_loader = |decision: Decision| match &loader_line {
+        Some(line) => decision.with(line.clone()),
+        None => decision,
+    };
+    if workers == Some(0) {
+        return with_loader(Decision::not_reproduced(
+            m.class(),
+            "no worker processes at runtime: the dataset ran in the main process".to_owned(),
+        ));
+    }
+    match run.peak_worker_device {
+        None => with_loader(Decision::not_reproduced(
+            m.class(),
+            "the device's per-process memory could not be read (NVML): what the workers held is not known".to_owned(),
+        )),
+        Some((_, 0)) => with_loader(Decision::not_reproduced(
+            m.class(),
+            "the script's worker processes held nothing on the GPU".to_owned(),
+        )),
+        Some((processes, bytes)) => with_loader(Decision::confirmed(
+            m.class_or(Class::Constant),
+            format!(
+                "{processes} worker process{} held {} on the GPU at once: a CUDA context in each, besides what the dataset put there",
+                if processes == 1 { "" } else { "es" },
+                fmt_bytes(bytes as f64)
+            ),
+        )),
+    }
 }
 
 /// TL203: `torch.compile` given a new function on every hit (the function compiled, not the
@@ -1682,6 +1727,11 @@ pub fn summarize(
         device_peak_used,
         peak_rss: samples.iter().filter_map(|s| s.rss).max(),
         peak_pinned: samples.iter().filter_map(|s| s.pinned).max(),
+        peak_worker_device: device
+            .iter()
+            .filter_map(|d| Some((d.workers?, d.worker_processes.unwrap_or(0))))
+            .max_by_key(|&(bytes, _)| bytes)
+            .map(|(bytes, processes)| (processes, bytes)),
         allowed: samples.iter().rev().find_map(|s| s.allowed),
         anomaly_share: share(samples, |s| s.anomaly_enabled),
         anomaly_timeline: samples
@@ -2740,6 +2790,38 @@ mod tests {
     }
 
     #[test]
+    fn workers_holding_device_memory_confirm_cuda_in_workers() {
+        let hits: Vec<Hit> = loader(4).hits;
+        let hits: Vec<&Hit> = hits.iter().collect();
+        let held = RunSummary {
+            peak_worker_device: Some((4, 2_330 * MIB)),
+            ..RunSummary::default()
+        };
+        let verdict = judge_with_run("TL112", &hits, &context(), &held);
+        assert_eq!(verdict.status, Status::Confirmed, "{verdict:?}");
+        assert_eq!(
+            verdict.summary,
+            "4 worker processes held 2.3 GiB on the GPU at once: a CUDA context in each, besides what the dataset put there"
+        );
+        let nothing = RunSummary {
+            peak_worker_device: Some((0, 0)),
+            ..RunSummary::default()
+        };
+        let verdict = judge_with_run("TL112", &hits, &context(), &nothing);
+        assert_eq!(verdict.status, Status::NotReproduced, "{verdict:?}");
+        let cpu = Context {
+            gpu: false,
+            ..context()
+        };
+        let verdict = judge_with_run("TL112", &hits, &cpu, &held);
+        assert_eq!(verdict.status, Status::NotReproduced, "{verdict:?}");
+        assert!(
+            verdict.summary.starts_with("ran without a GPU"),
+            "{verdict:?}"
+        );
+    }
+
+    #[test]
     fn pinned_workers_need_pinned_memory_to_show_for_it() {
         let hits: Vec<Hit> = loader(16).hit(|hit| hit.pinned = Some(0)).hits;
         let hits: Vec<&Hit> = hits.iter().collect();
@@ -2836,20 +2918,17 @@ mod tests {
             DeviceSample {
                 t: 0.0,
                 used: 8 * GIB,
-                script: None,
-                probe: None,
+                ..DeviceSample::default()
             },
             DeviceSample {
                 t: 0.1,
                 used: 24 * GIB,
-                script: None,
-                probe: None,
+                ..DeviceSample::default()
             },
             DeviceSample {
                 t: 0.2,
                 used: 20 * GIB,
-                script: None,
-                probe: None,
+                ..DeviceSample::default()
             },
         ];
         let summary = summarize(&samples, &device, Some(GIB));
