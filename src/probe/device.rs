@@ -123,15 +123,14 @@ impl Device {
                                     probe += bytes;
                                     continue;
                                 }
+                                let Some(depth) = processes::depth_below(process.pid, ours) else {
+                                    continue;
+                                };
+                                script += bytes;
                                 // The interpreter is our child; what it starts is below it.
-                                match processes::depth_below(process.pid, ours) {
-                                    Some(1) => script += bytes,
-                                    Some(_) => {
-                                        script += bytes;
-                                        workers += bytes;
-                                        worker_processes += 1;
-                                    }
-                                    None => {}
+                                if depth > 1 {
+                                    workers += bytes;
+                                    worker_processes += 1;
                                 }
                             }
                             sample.script = Some(script);

@@ -435,6 +435,18 @@ class TorchImport:
             pass
 
 
+def live(refs):
+    """The objects of a dict of weak references that are still alive; dead entries are dropped."""
+    objects = []
+    for key, ref in list(refs.items()):
+        obj = ref()
+        if obj is None:
+            refs.pop(key, None)
+        else:
+            objects.append(obj)
+    return objects
+
+
 class Budget:
     """What the script's parameters, their gradients and its optimizers' state hold: the split
     of device memory at its peak and at an out-of-memory error. Found by instrumenting their
@@ -474,22 +486,11 @@ class Budget:
     def alive(self):
         """The parameters and optimizers still alive: module parameters, and the tensors an
         optimizer trains without a module (raw leaf tensors), which are parameters too."""
-        alive = []
-        for key, ref in list(self.parameters.items()):
-            param = ref()
-            if param is None:
-                self.parameters.pop(key, None)
-            else:
-                alive.append(param)
-        optimizers = []
-        for key, ref in list(self.optimizers.items()):
-            optimizer = ref()
-            if optimizer is None:
-                self.optimizers.pop(key, None)
-            else:
-                optimizers.append(optimizer)
-                for group in list(optimizer.param_groups):
-                    alive.extend(group.get("params", ()))
+        alive = live(self.parameters)
+        optimizers = live(self.optimizers)
+        for optimizer in optimizers:
+            for group in list(optimizer.param_groups):
+                alive.extend(group.get("params", ()))
         return alive, optimizers
 
     def gradient_graphs(self):

@@ -744,26 +744,29 @@ fn create_graph_cycle(hits: &[&Hit], m: &Measures) -> Decision {
     .with(line)
 }
 
-/// TL113: a model, its state or an optimizer made anew at the line on every hit.
-fn made_per_step(hits: &[&Hit], m: &Measures) -> Decision {
+/// On how many hits the line's value was another object than at the hit before, of how many
+/// compared (TL113, TL203); `None` when none was compared.
+fn fresh_hits(hits: &[&Hit]) -> Option<(usize, usize)> {
     let fresh: Vec<bool> = hits
         .iter()
         .filter_map(|hit| hit.values.first()?.fresh)
         .collect();
-    if fresh.is_empty() {
+    let new = fresh.iter().filter(|&&fresh| fresh).count();
+    (!fresh.is_empty()).then_some((new, fresh.len()))
+}
+
+/// TL113: a model, its state or an optimizer made anew at the line on every hit.
+fn made_per_step(hits: &[&Hit], m: &Measures) -> Decision {
+    let Some((new, compared)) = fresh_hits(hits) else {
         let summary = if hits.len() < 2 {
             "the line ran once: a copy made once costs nothing per step"
         } else {
             "what the line made was not read"
         };
         return Decision::not_reproduced(m.class(), summary.to_owned());
-    }
-    let new = fresh.iter().filter(|&&fresh| fresh).count();
-    let line = format!(
-        "another object than at the hit before on {new}/{} hits",
-        fresh.len()
-    );
-    if new * 2 < fresh.len() {
+    };
+    let line = format!("another object than at the hit before on {new}/{compared} hits");
+    if new * 2 < compared {
         return Decision::not_reproduced(
             m.class(),
             "the line gave back the same object on most hits: nothing was copied or rebuilt per step".to_owned(),
@@ -774,7 +777,7 @@ fn made_per_step(hits: &[&Hit], m: &Measures) -> Decision {
     let summary = match value {
         Some(value) if value.kind == "optimizer" => format!(
             "a new optimizer on {new}/{} hits, with state for {} parameters when made: its state is allocated again at the next step() and its step count starts over",
-            fresh.len(),
+            compared,
             value.len.unwrap_or(0)
         ),
         Some(value) => {
@@ -788,10 +791,10 @@ fn made_per_step(hits: &[&Hit], m: &Measures) -> Decision {
                 .unwrap_or_default();
             format!(
                 "a new copy{held} on {new}/{} hits: allocated again every step, beside the previous one until the name lets it go",
-                fresh.len()
+                compared
             )
         }
-        None => format!("a new object on {new}/{} hits", fresh.len()),
+        None => format!("a new object on {new}/{} hits", compared),
     };
     Decision::confirmed(m.class_or(Class::Constant), summary).with(line)
 }
@@ -840,63 +843,49 @@ fn cuda_in_workers(hits: &[&Hit], m: &Measures, context: &Context, run: &RunSumm
 /// TL203: `torch.compile` given a new function on every hit (the function compiled, not the
 /// wrapper it returns, is compared), with dynamo's graph count and the line's own time beside.
 fn compiled_per_step(hits: &[&Hit], m: &Measures) -> Decision {
-    let fresh: Vec<bool> = hits
-        .iter()
-        .filter_map(|hit| hit.values.first()?.fresh)
-        .collect();
-    let graphs: Vec<u64> = hits.iter().filter_map(|hit| hit.graphs).collect();
-    let graphs_line = match (graphs.first(), graphs.last()) {
-        (Some(first), Some(last)) => Some(format!(
-            "graphs dynamo had compiled in the process: {first} when the line first ran, {last} when it last ran"
-        )),
-        _ => None,
+    let mut decision = match fresh_hits(hits) {
+        None => {
+            let summary = if hits.len() < 2 {
+                "the line ran once: a function compiled once is compiled once"
+            } else {
+                "what the line compiled was not read"
+            };
+            Decision::not_reproduced(m.class(), summary.to_owned())
+        }
+        Some((new, compared)) => {
+            let line = format!(
+                "another function compiled than at the hit before on {new}/{compared} hits"
+            );
+            if new * 2 < compared {
+                Decision::not_reproduced(
+                    m.class(),
+                    "torch.compile was given the same function on most hits: dynamo's cache answers"
+                        .to_owned(),
+                )
+                .with(line)
+            } else {
+                let summary = format!(
+                    "a new function compiled on {new}/{compared} hits: each is a new object to torch.compile, wrapped, guarded and (when its guards fail) compiled again"
+                );
+                Decision::confirmed(m.class_or(Class::Constant), summary).with(line)
+            }
+        }
     };
+    let graphs: Vec<u64> = hits.iter().filter_map(|hit| hit.graphs).collect();
+    if let (Some(first), Some(last)) = (graphs.first(), graphs.last()) {
+        decision = decision.with(format!(
+            "graphs dynamo had compiled in the process: {first} when the line first ran, {last} when it last ran"
+        ));
+    }
     let mut seconds: Vec<f64> = hits.iter().skip(1).filter_map(|hit| hit.seconds).collect();
     seconds.sort_by(f64::total_cmp);
-    let time_line = seconds.get(seconds.len() / 2).map(|median| {
-        format!(
+    if let Some(median) = seconds.get(seconds.len() / 2) {
+        decision = decision.with(format!(
             "the line itself took {} per hit after the first (median)",
             fmt_seconds(*median)
-        )
-    });
-    let with_lines = |decision: Decision| {
-        let mut decision = decision;
-        for line in [graphs_line.clone(), time_line.clone()]
-            .into_iter()
-            .flatten()
-        {
-            decision = decision.with(line);
-        }
-        decision
-    };
-    if fresh.is_empty() {
-        let summary = if hits.len() < 2 {
-            "the line ran once: a function compiled once is compiled once"
-        } else {
-            "what the line compiled was not read"
-        };
-        return with_lines(Decision::not_reproduced(m.class(), summary.to_owned()));
+        ));
     }
-    let new = fresh.iter().filter(|&&fresh| fresh).count();
-    let line = format!(
-        "another function compiled than at the hit before on {new}/{} hits",
-        fresh.len()
-    );
-    if new * 2 < fresh.len() {
-        return with_lines(
-            Decision::not_reproduced(
-                m.class(),
-                "torch.compile was given the same function on most hits: dynamo's cache answers"
-                    .to_owned(),
-            )
-            .with(line),
-        );
-    }
-    let summary = format!(
-        "a new function compiled on {new}/{} hits: each is a new object to torch.compile, wrapped, guarded and (when its guards fail) compiled again",
-        fresh.len()
-    );
-    with_lines(Decision::confirmed(m.class_or(Class::Constant), summary).with(line))
+    decision
 }
 
 /// TL108: a checkpoint whose tensors land on a GPU.
