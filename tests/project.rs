@@ -247,6 +247,66 @@ fn a_model_kept_by_a_wrapper_class_of_another_file_runs_on_its_device() {
     );
 }
 
+const DATASETS: &str = "\
+import torch
+from torch.utils.data import Dataset
+
+
+class Embeddings(Dataset):
+    def __init__(self, paths):
+        self.paths = paths
+
+    def __getitem__(self, index):
+        return torch.load(self.paths[index]).cuda()
+
+
+class OnHost(Dataset):
+    def __getitem__(self, index):
+        return torch.zeros(3)
+
+
+class Subset(Embeddings):
+    pass
+
+
+class Decoded(Embeddings):
+    def __getitem__(self, index):
+        return torch.load(self.paths[index])
+";
+
+#[test]
+fn a_dataset_class_of_another_file_that_uses_the_gpu_in_workers() {
+    // The loaders are in one file, the datasets in another: what a worker runs is the
+    // dataset's file's, inherited `__getitem__` included, in either file.
+    let project = Project::new();
+    project.write("pkg/__init__.py", "");
+    project.write("pkg/data.py", DATASETS);
+    project.write(
+        "pkg/train.py",
+        "from torch.utils.data import DataLoader\n\nfrom .data import Decoded, Embeddings, OnHost, Subset\nimport pkg.data as data\n\n\nclass Cached(Embeddings):\n    def __len__(self):\n        return 3\n\n\nclass Listed(Embeddings):\n    def __getitem__(self, index):\n        return self.paths[index]\n\n\na = DataLoader(Embeddings(paths), num_workers=8)\nb = DataLoader(Subset(paths), num_workers=8)\nc = DataLoader(Cached(paths), num_workers=8)\nd = DataLoader(data.Embeddings(paths), num_workers=2)\ne = DataLoader(OnHost(), num_workers=8)\nf = DataLoader(Decoded(paths), num_workers=8)\ng = DataLoader(Listed(paths), num_workers=8)\nh = DataLoader(Embeddings(paths), num_workers=0)\n",
+    );
+    let expected = [
+        "pkg/train.py:17:5: TL112",
+        "pkg/train.py:18:5: TL112",
+        "pkg/train.py:19:5: TL112",
+        "pkg/train.py:20:5: TL112",
+    ];
+    assert_eq!(findings(&project, "TL112", &[]), expected);
+    // Named alone, the file still sees the datasets it imports.
+    assert_eq!(findings(&project, "TL112", &["pkg/train.py"]), expected);
+    // The message says what the worker runs and where: the dataset's file names CUDA.
+    let run = project.run(&["check", "--output-format", "concise", "--select", "TL112"]);
+    assert!(
+        run.stdout.contains(
+            "pkg/train.py:17:5: TL112 `Embeddings.__getitem__` moves data to the GPU \
+             (`torch.load(self.paths[index]).cuda()`, line 10 of `.data`) in each of the 8 \
+             worker processes this loader starts"
+        ),
+        "{}",
+        run.stdout
+    );
+}
+
 /// Makes `lists` (TOML under `[tool.torchlint.frameworks]`) the project's config.
 fn configure_frameworks(project: &Project, lists: &str) {
     project.write(

@@ -331,6 +331,7 @@ pub fn run(options: &Options) -> Result<Probed, String> {
     // DataLoader line ran, not at it).
     let readings = verdict::run_readings(&report.samples, &report.hits);
     report.summary = verdict::summarize(&readings, &report.device_samples, device_before);
+    report.summary.failure = report.exit.as_ref().and_then(|exit| exit.traceback.clone());
     let context = verdict::Context {
         hits_wanted: options.hits,
         warmup: WARMUP_HITS,

@@ -128,6 +128,9 @@ pub struct RunSummary {
     pub suggest_expandable_segments: bool,
     /// Human lines ("peak allocated 12.3 GiB, peak reserved 14.0 GiB, 1.7 GiB cached but free").
     pub notes: Vec<String>,
+    /// The traceback the script ended with, if it failed (the report's exit holds it too).
+    #[serde(skip)]
+    pub failure: Option<String>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -799,6 +802,9 @@ fn made_per_step(hits: &[&Hit], m: &Measures) -> Decision {
     Decision::confirmed(m.class_or(Class::Constant), summary).with(line)
 }
 
+/// What PyTorch raises in a forked worker that touches CUDA once its parent has.
+const FORKED_CUDA_ERROR: &str = "Cannot re-initialize CUDA in forked subprocess";
+
 /// TL112: the DataLoader's worker processes hold device memory of their own (a CUDA context
 /// each, and whatever the dataset put there), read from NVML's per-process figures.
 fn cuda_in_workers(hits: &[&Hit], m: &Measures, context: &Context, run: &RunSummary) -> Decision {
@@ -818,6 +824,20 @@ fn cuda_in_workers(hits: &[&Hit], m: &Measures, context: &Context, run: &RunSumm
         return with_loader(Decision::not_reproduced(
             m.class(),
             "no worker processes at runtime: the dataset ran in the main process".to_owned(),
+        ));
+    }
+    // The other half of the hazard: a forked worker cannot use CUDA at all, and the script
+    // dies at its first batch.
+    if run
+        .failure
+        .as_deref()
+        .is_some_and(|traceback| traceback.contains(FORKED_CUDA_ERROR))
+    {
+        return with_loader(Decision::confirmed(
+            m.class_or(Class::Constant),
+            format!(
+                "a forked worker could not use CUDA: the script failed with `RuntimeError: {FORKED_CUDA_ERROR}`"
+            ),
         ));
     }
     match run.peak_worker_device {
@@ -1729,6 +1749,7 @@ pub fn summarize(
             .collect(),
         suggest_expandable_segments: retries > 0 || fragmented,
         notes: Vec::new(),
+        failure: None,
     };
     summary.notes = notes(
         &summary,
@@ -2798,6 +2819,17 @@ mod tests {
         };
         let verdict = judge_with_run("TL112", &hits, &context(), &nothing);
         assert_eq!(verdict.status, Status::NotReproduced, "{verdict:?}");
+        // Forked workers (the default start method) fail instead: as the rule says.
+        let failed = RunSummary {
+            failure: Some("Traceback (most recent call last):\n  ...\nRuntimeError: Caught RuntimeError in DataLoader worker process 0.\n  ...\nRuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use the 'spawn' start method\n".to_owned()),
+            ..nothing.clone()
+        };
+        let verdict = judge_with_run("TL112", &hits, &context(), &failed);
+        assert_eq!(verdict.status, Status::Confirmed, "{verdict:?}");
+        assert_eq!(
+            verdict.summary,
+            "a forked worker could not use CUDA: the script failed with `RuntimeError: Cannot re-initialize CUDA in forked subprocess`"
+        );
         let cpu = Context {
             gpu: false,
             ..context()

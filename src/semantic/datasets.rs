@@ -3,9 +3,11 @@
 //! those call), what in them works on the accelerator (a tensor moved or made there, a model
 //! there run), and what `__init__` keeps there for the workers to inherit. TL112 asks.
 
+use serde::{Deserialize, Serialize};
 use tree_sitter::Node;
 
 use super::analysis::Analysis;
+use super::facts::{Answer, Ask};
 use super::scope::Site;
 use super::values::{Kind, Tri, is_non_forward_method};
 use crate::parse::{Descend, FIELDS, KINDS, Visit, find_argument, walk};
@@ -17,7 +19,7 @@ pub const WORKER_METHODS: &[&str] = &["__getitem__", "__getitems__", "__iter__",
 const MAX_DEPTH: usize = 2;
 
 /// What a dataset does on the accelerator, or with a model, in a worker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum WorkerWork {
     /// A tensor moved to (`.cuda()`, `.to(device)`) or made on (`device=...`) the accelerator.
     MovesToDevice,
@@ -40,7 +42,67 @@ pub struct DatasetWork<'a> {
     pub model: bool,
 }
 
+/// [`DatasetWork`] as a file's summary keeps it for the loaders of other files: the dataset
+/// class is imported where the loader starts its workers.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct WorkSummary {
+    pub kind: WorkerWork,
+    pub method: String,
+    /// The call or assignment, shortened to its first line.
+    pub shown: String,
+    /// Its line in the dataset's file, from 1.
+    pub line: u32,
+    pub model: bool,
+    /// The dataset's file names CUDA: the device is the GPU.
+    pub cuda: bool,
+}
+
 impl<'a> Analysis<'a> {
+    /// Whether a worker calls a method of the class (its own, or a base's in the file): it is
+    /// a dataset.
+    pub fn has_worker_methods(&self, class: usize) -> bool {
+        WORKER_METHODS
+            .iter()
+            .any(|method| self.local_method(class, method).is_some())
+    }
+
+    /// [`Analysis::dataset_worker_work`] for the summary of a dataset class another file may
+    /// hand to a loader.
+    pub fn dataset_work_summary(&self, class: usize) -> Option<WorkSummary> {
+        let work = self.dataset_worker_work(class)?;
+        Some(WorkSummary {
+            kind: work.kind,
+            method: work.method.to_owned(),
+            shown: crate::source::snippet(self.text(work.node), 50),
+            line: work.node.start_position().row as u32 + 1,
+            model: work.model,
+            cuda: super::analysis::file_mentions(self.source, "cuda"),
+        })
+    }
+
+    /// What the fact base says the imported dataset class `qualified` (or the base it takes
+    /// its worker methods from) does on the accelerator in a worker.
+    pub fn imported_dataset_work(&self, qualified: &str) -> Option<WorkSummary> {
+        match self.ask_answer(Ask::DatasetWork(qualified.to_owned())) {
+            Answer::Work(work) => Some(work),
+            _ => None,
+        }
+    }
+
+    /// For a class of the file with no worker method of its own or of its bases in the file:
+    /// what its first imported base that is a dataset does in a worker, and that base's name.
+    pub fn inherited_dataset_work(&self, class: usize) -> Option<(String, WorkSummary)> {
+        if self.has_worker_methods(class) {
+            return None;
+        }
+        let mut bases = Vec::new();
+        self.qualified_bases(class, &mut bases, 0);
+        bases.into_iter().find_map(|base| {
+            let work = self.imported_dataset_work(&base)?;
+            Some((base, work))
+        })
+    }
+
     /// The first work on the accelerator, or with a model, that the file's class `class` (a
     /// dataset handed to a loader) does in a worker, or keeps for one from `__init__`.
     pub fn dataset_worker_work(&self, class: usize) -> Option<DatasetWork<'a>> {

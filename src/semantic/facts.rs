@@ -15,6 +15,7 @@ use std::sync::{Arc, OnceLock};
 use rustc_hash::FxHashMap as HashMap;
 use serde::{Deserialize, Serialize};
 
+use super::datasets::WorkSummary;
 use super::frameworks;
 use super::stores::StoredParameter;
 use super::summary::{ClassSummary, FileSummary, FunctionSummary, Symbol};
@@ -76,6 +77,8 @@ pub enum Answer {
     Yes,
     /// The parameters a function keeps beyond the call.
     Stores(Vec<StoredParameter>),
+    /// What a dataset does on the accelerator in a worker.
+    Work(WorkSummary),
 }
 
 impl Answer {
@@ -84,7 +87,7 @@ impl Answer {
         match self {
             Answer::Facts(facts) => Some(*facts),
             Answer::Yes => Some(YES),
-            Answer::Unknown | Answer::Stores(_) => None,
+            Answer::Unknown | Answer::Stores(_) | Answer::Work(_) => None,
         }
     }
 
@@ -127,6 +130,8 @@ pub enum Ask {
     /// Whether calling this name makes an instance of a class of the project that is no model
     /// (`NamedTensor(t, names)`, or a function returning one: `NamedTensor.new_like(t, other)`).
     Instance(String),
+    /// What a dataset class of this name does on the accelerator in a loader's workers.
+    DatasetWork(String),
 }
 
 impl Ask {
@@ -144,7 +149,8 @@ impl Ask {
             | Ask::NoGradHook { class: name, .. }
             | Ask::AcceleratorClass(name)
             | Ask::Attribute(name)
-            | Ask::Instance(name) => name,
+            | Ask::Instance(name)
+            | Ask::DatasetWork(name) => name,
         }
     }
 }
@@ -672,6 +678,29 @@ impl FactBase {
         })
     }
 
+    /// What a dataset class does in a worker: its own worker methods decide, else those of
+    /// the first base that has some.
+    fn dataset_work(
+        &self,
+        qualified: &str,
+        importer: Option<usize>,
+        depth: usize,
+    ) -> Option<WorkSummary> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        let Lookup::Symbol(Symbol::Class(class)) = self.lookup(qualified, importer) else {
+            return None;
+        };
+        if class.worker_methods {
+            return class.worker_work.clone();
+        }
+        class
+            .bases
+            .iter()
+            .find_map(|base| self.dataset_work(base, importer, depth + 1))
+    }
+
     /// The summary of the function a qualified name refers to.
     pub fn function(&self, qualified: &str, importer: Option<usize>) -> Option<&FunctionSummary> {
         match self.lookup(qualified, importer) {
@@ -713,6 +742,9 @@ impl FactBase {
             }
             Ask::Attribute(name) => Answer::from_facts(self.kept_attribute(name, importer, 0)),
             Ask::Instance(name) => Answer::yes_if(self.makes_instance(name, importer, 0)),
+            Ask::DatasetWork(name) => self
+                .dataset_work(name, importer, 0)
+                .map_or(Answer::Unknown, Answer::Work),
             Ask::Stores(name) => match self.function(name, importer) {
                 Some(function) if !function.stores.is_empty() => {
                     Answer::Stores(function.stores.clone())

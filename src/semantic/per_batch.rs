@@ -606,7 +606,7 @@ impl<'a> super::analysis::Analysis<'a> {
         self.batch_hook_parameters(function).is_some()
     }
 
-    fn qualified_bases(&self, class: usize, bases: &mut Vec<String>, depth: usize) {
+    pub(super) fn qualified_bases(&self, class: usize, bases: &mut Vec<String>, depth: usize) {
         if depth > 8 {
             return;
         }

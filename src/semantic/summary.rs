@@ -13,6 +13,7 @@ use std::sync::Arc;
 use tree_sitter::Node;
 
 use super::analysis::Analysis;
+use super::datasets::WorkSummary;
 use super::scope::{BindingKind, Site};
 use super::stores::StoredParameter;
 use super::values::{Kind, Tri, ValueFacts};
@@ -71,6 +72,13 @@ pub struct ClassSummary {
     /// subclasses and users in other files run them.
     #[serde(default)]
     pub attributes: Vec<(String, ValueFacts)>,
+    /// A dataset class (a loader's worker calls a method of it or of a base in its file,
+    /// `__getitem__`): its first work on the accelerator in a worker, if any (TL112 on
+    /// another file's `DataLoader`).
+    #[serde(default)]
+    pub worker_methods: bool,
+    #[serde(default)]
+    pub worker_work: Option<WorkSummary>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -279,6 +287,7 @@ fn class_summary(analysis: &Analysis<'_>, module: &str, index: usize) -> ClassSu
     } else {
         analysis.kept_models(index)
     };
+    let worker_methods = analysis.has_worker_methods(index);
     ClassSummary {
         module: local,
         bases,
@@ -286,6 +295,10 @@ fn class_summary(analysis: &Analysis<'_>, module: &str, index: usize) -> ClassSu
         accelerator: analysis.targets_gpu(),
         methods,
         attributes,
+        worker_methods,
+        worker_work: worker_methods
+            .then(|| analysis.dataset_work_summary(index))
+            .flatten(),
     }
 }
 

@@ -10,7 +10,7 @@ use crate::diagnostic::Diagnostic;
 use crate::rule_meta::RuleMeta;
 use crate::rules::Check;
 use crate::semantic::constants::Constant;
-use crate::semantic::datasets::WorkerWork;
+use crate::semantic::datasets::{WorkSummary, WorkerWork};
 use crate::semantic::instances::ClassRef;
 
 pub struct CudaInDataloaderWorkers;
@@ -61,36 +61,65 @@ impl Check for CudaInDataloaderWorkers {
         let Some(dataset) = analysis.loader_argument(call, "dataset", Some(0)) else {
             return;
         };
-        let Some(ClassRef::Local(class)) = analysis.instance_class(dataset) else {
-            return;
+        // Where the work is: in this file (labelled), or in the file the class comes from.
+        let (class_name, work, at) = match analysis.instance_class(dataset) {
+            Some(ClassRef::Local(class)) => match analysis.dataset_worker_work(class) {
+                Some(work) => {
+                    let found = WorkSummary {
+                        kind: work.kind,
+                        method: work.method.to_owned(),
+                        shown: super::short(checker, work.node),
+                        line: 0,
+                        model: work.model,
+                        cuda: false,
+                    };
+                    let name = analysis.model.classes[class].name.to_owned();
+                    (name, found, Some(work.node))
+                }
+                // A subclass of another file's dataset, which its workers run the methods of.
+                None => match analysis.inherited_dataset_work(class) {
+                    Some((base, work)) => (base, work, None),
+                    None => return,
+                },
+            },
+            Some(ClassRef::Imported(qualified)) => {
+                let Some(work) = analysis.imported_dataset_work(&qualified) else {
+                    return;
+                };
+                (qualified, work, None)
+            }
+            None => return,
         };
-        let Some(work) = analysis.dataset_worker_work(class) else {
-            return;
+        // An imported class is named by its last part, and its line by the module as this
+        // file imports it (`.data`).
+        let (class_name, shown) = match (at, class_name.rsplit_once('.')) {
+            (None, Some((module, class))) => (
+                class.to_owned(),
+                format!("`{}`, line {} of `{module}`", work.shown, work.line),
+            ),
+            _ => (class_name, format!("`{}`", work.shown)),
         };
-        let class_name = analysis.model.classes[class].name;
-        let shown = super::short(checker, work.node);
-        let device = super::device_name(checker);
-        let (does, label) = match work.kind {
-            WorkerWork::MovesToDevice => (
-                format!(
-                    "moves data to {device} (`{shown}`) in each of the {workers} this loader starts"
-                ),
-                "runs in every worker, on each sample",
+        let device = if work.cuda && !checker.settings.host_only {
+            "the GPU"
+        } else {
+            super::device_name(checker)
+        };
+        let workers_phrase = format!("each of the {workers} this loader starts");
+        let does = match work.kind {
+            WorkerWork::MovesToDevice => {
+                format!("moves data to {device} ({shown}) in {workers_phrase}")
+            }
+            WorkerWork::RunsModel => {
+                format!("runs a model on {device} ({shown}) in {workers_phrase}")
+            }
+            WorkerWork::KeepsOnDevice => format!(
+                "keeps {} on {device} ({shown}), and {workers_phrase} gets the dataset with it",
+                if work.model { "a model" } else { "a tensor" }
             ),
-            WorkerWork::RunsModel => (
-                format!(
-                    "runs a model on {device} (`{shown}`) in each of the {workers} this loader starts"
-                ),
-                "runs in every worker, on each sample",
-            ),
-            WorkerWork::KeepsOnDevice => (
-                format!(
-                    "keeps {} on {device} (`{shown}`), and each of the {workers} this loader \
-                     starts gets the dataset with it",
-                    if work.model { "a model" } else { "a tensor" }
-                ),
-                "every worker gets this with the dataset",
-            ),
+        };
+        let label = match work.kind {
+            WorkerWork::KeepsOnDevice => "every worker gets this with the dataset",
+            _ => "runs in every worker, on each sample",
         };
         let message = format!(
             "`{class_name}.{method}` {does}: a worker forked after this process has used CUDA \
@@ -99,8 +128,10 @@ impl Check for CudaInDataloaderWorkers {
             method = work.method,
         );
         let message = rule.message.replace("{what}", &message);
-        let mut diagnostic = Diagnostic::new(rule, message, call.byte_range())
-            .with_label(work.node.byte_range(), label);
+        let mut diagnostic = Diagnostic::new(rule, message, call.byte_range());
+        if let Some(node) = at {
+            diagnostic = diagnostic.with_label(node.byte_range(), label);
+        }
         if workers_node.byte_range() != call.byte_range() {
             diagnostic = diagnostic.with_label(
                 workers_node.byte_range(),
