@@ -14,6 +14,8 @@ struct Client {
     child: Child,
     stdin: ChildStdin,
     messages: Receiver<Value>,
+    /// Every message read from the server so far.
+    seen: Vec<Value>,
     next_id: i64,
     _dir: tempfile::TempDir,
     uri: String,
@@ -25,6 +27,15 @@ impl Client {
     }
 
     fn start_with(initialization_options: Value, env: &[(&str, &str)]) -> Client {
+        Client::start_capable(initialization_options, env, json!({}))
+    }
+
+    /// A client that declares `capabilities` (VS Code's pull diagnostics, say).
+    fn start_capable(
+        initialization_options: Value,
+        env: &[(&str, &str)],
+        capabilities: Value,
+    ) -> Client {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("train.py");
         std::fs::write(&path, EVAL_HAZARD).unwrap();
@@ -38,13 +49,14 @@ impl Client {
             child,
             stdin,
             messages,
+            seen: Vec::new(),
             next_id: 0,
             _dir: dir,
             uri,
         };
         let response = client.request(
             "initialize",
-            json!({ "capabilities": {}, "initializationOptions": initialization_options }),
+            json!({ "capabilities": capabilities, "initializationOptions": initialization_options }),
         );
         assert_eq!(
             response["result"]["capabilities"]["hoverProvider"], true,
@@ -116,6 +128,7 @@ impl Client {
                 .messages
                 .recv_timeout(left)
                 .expect("a message from the server");
+            self.seen.push(message.clone());
             if wanted(&message) {
                 return message;
             }
@@ -674,6 +687,64 @@ fn a_change_to_what_another_file_returns_relints_the_files_that_asked() {
         "import torchvision\n\ndef build_model(name):\n    return torchvision.models.resnet18(num_classes=10)\n",
     );
     assert_eq!(client.codes_of(&eval), ["TL101"]);
+    assert_eq!(client.shutdown(), 0);
+}
+
+/// The codes in a `textDocument/diagnostic` answer.
+fn pulled_codes(client: &mut Client, uri: &str) -> Vec<String> {
+    let pulled = client.request(
+        "textDocument/diagnostic",
+        json!({ "textDocument": { "uri": uri } }),
+    );
+    pulled["result"]["items"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{pulled}"))
+        .iter()
+        .map(|d| d["code"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_client_that_pulls_diagnostics_is_not_also_sent_them() {
+    // VS Code pulls and shows pushed diagnostics beside the pulled ones: every finding twice.
+    let capabilities = json!({
+        "textDocument": { "diagnostic": { "dynamicRegistration": true } },
+        "workspace": { "diagnostics": { "refreshSupport": true } },
+    });
+    let mut client = Client::start_capable(Value::Null, &[], capabilities);
+    let dir = client._dir.path().to_owned();
+    std::fs::write(dir.join("pyproject.toml"), "[tool.torchlint]\n").unwrap();
+    std::fs::create_dir_all(dir.join("pkg")).unwrap();
+    let not_a_model = "def build_model(name):\n    return {\"name\": name}\n";
+    std::fs::write(dir.join("pkg/factory.py"), not_a_model).unwrap();
+    let eval = client.open_file(
+        "pkg/eval.py",
+        "from pkg.factory import build_model\n\ndef evaluate(loader):\n    net = build_model(\"r18\")\n    hits = 0\n    for x, y in loader:\n        hits += (net(x.cuda()).argmax(1) == y.cuda()).sum().item()\n    return hits\n",
+    );
+    assert_eq!(pulled_codes(&mut client, &eval), Vec::<String>::new());
+    let factory = client.open_file("pkg/factory.py", not_a_model);
+    client.replace_text(
+        &factory,
+        2,
+        "import torchvision\n\ndef build_model(name):\n    return torchvision.models.resnet18(num_classes=10)\n",
+    );
+    // The evaluation's findings changed with another file: the client is asked to pull again,
+    // and what it pulls has them.
+    let refresh = client.wait_for(|m| m["method"] == "workspace/diagnostic/refresh");
+    assert!(refresh["id"].is_string(), "{refresh}");
+    assert_eq!(pulled_codes(&mut client, &eval), ["TL101"]);
+    // Nothing was pushed, closing included (every message before the last answer was read).
+    client.notify(
+        "textDocument/didClose",
+        json!({ "textDocument": { "uri": eval } }),
+    );
+    assert_eq!(pulled_codes(&mut client, &factory), Vec::<String>::new());
+    let pushed: Vec<&Value> = client
+        .seen
+        .iter()
+        .filter(|m| m["method"] == "textDocument/publishDiagnostics")
+        .collect();
+    assert!(pushed.is_empty(), "{pushed:#?}");
     assert_eq!(client.shutdown(), 0);
 }
 

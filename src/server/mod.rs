@@ -61,6 +61,14 @@ struct Server {
     shutdown_requested: bool,
     /// Whether the client lets us register file watchers (for config reloads).
     can_watch_files: bool,
+    /// The client pulls diagnostics (LSP 3.17): it is sent none, as it would show pushed and
+    /// pulled ones side by side, each finding twice (VS Code does).
+    pulls: bool,
+    /// The client takes `workspace/diagnostic/refresh`: what it pulls changed without an edit
+    /// of its own (a file of its project was edited).
+    refreshes: bool,
+    /// The id of the last request sent to the client.
+    sent_requests: u64,
     reclaimer: Reclaimer,
     projects: Projects,
     /// Each document's last settings that resolved: a config file saved broken leaves its
@@ -117,9 +125,15 @@ fn handshake(incoming: &crossbeam_channel::Receiver<Incoming>) -> Option<Server>
                 "the server is not initialized yet".to_owned(),
             )
         } else {
+            // LSP 3.17 names it `workspace.diagnostics`; lsp-types reads `diagnostic`, which
+            // no client sends.
+            let refreshes =
+                request.params["capabilities"]["workspace"]["diagnostics"]["refreshSupport"]
+                    .as_bool()
+                    .unwrap_or(false);
             match serde_json::from_value::<InitializeParams>(request.params) {
                 Ok(params) => {
-                    let (server, result) = Server::initialize(&params);
+                    let (server, result) = Server::initialize(&params, refreshes);
                     let _ =
                         transport::write(&Message::Response(Response::new_ok(request.id, result)));
                     return Some(server);
@@ -132,7 +146,7 @@ fn handshake(incoming: &crossbeam_channel::Receiver<Incoming>) -> Option<Server>
 }
 
 impl Server {
-    fn initialize(params: &InitializeParams) -> (Server, serde_json::Value) {
+    fn initialize(params: &InitializeParams, refreshes: bool) -> (Server, serde_json::Value) {
         let utf8 = params
             .capabilities
             .general
@@ -152,6 +166,11 @@ impl Server {
             .and_then(|workspace| workspace.did_change_watched_files.as_ref())
             .and_then(|watched| watched.dynamic_registration)
             .unwrap_or(false);
+        let pulls = params
+            .capabilities
+            .text_document
+            .as_ref()
+            .is_some_and(|text| text.diagnostic.is_some());
         let server = Server {
             encoding: if utf8 {
                 Encoding::Utf8
@@ -163,6 +182,9 @@ impl Server {
             resolver,
             shutdown_requested: false,
             can_watch_files,
+            pulls,
+            refreshes,
+            sent_requests: 0,
             reclaimer: Reclaimer::start(),
             projects: Projects::default(),
             last_settings: HashMap::new(),
@@ -174,8 +196,8 @@ impl Server {
                 "textDocumentSync": { "openClose": true, "change": 2, "save": { "includeText": false } },
                 "codeActionProvider": { "codeActionKinds": ["quickfix", convert::FIX_ALL] },
                 "hoverProvider": true,
-                // Pulled (LSP 3.17) as well as pushed; a document's findings may change with
-                // another file of its project.
+                // Pulled (LSP 3.17) by a client that says it pulls, else pushed; a document's
+                // findings may change with another file of its project.
                 "diagnosticProvider": {
                     "identifier": "torchlint",
                     "interFileDependencies": true,
@@ -336,7 +358,9 @@ impl Server {
                     let key = params.text_document.uri.as_str().to_owned();
                     dirty.retain(|k| k != &key);
                     if let Some(open) = self.documents.remove(&key) {
-                        self.publish(&open.uri, Vec::new(), None);
+                        if !self.pulls {
+                            self.publish(&open.uri, Vec::new(), None);
+                        }
                         if let Some(path) = file_path(&open.uri) {
                             self.projects.changed(&path);
                         }
@@ -646,7 +670,23 @@ impl Server {
         }
         open.published = Some(converted.clone());
         let (uri, version) = (open.uri.clone(), open.document.version);
-        self.publish(&uri, converted, Some(version));
+        if !self.pulls {
+            self.publish(&uri, converted, Some(version));
+        } else if !always && self.refreshes {
+            // The client pulls after its own edits; this change came from another file.
+            self.refresh_diagnostics();
+        }
+    }
+
+    /// Asks the client to pull its diagnostics again.
+    fn refresh_diagnostics(&mut self) {
+        self.sent_requests += 1;
+        let request = lsp_server::Request::new(
+            RequestId::from(format!("torchlint-{}", self.sent_requests)),
+            lsp_types::request::WorkspaceDiagnosticRefresh::METHOD.to_owned(),
+            serde_json::Value::Null,
+        );
+        let _ = transport::write(&Message::Request(request));
     }
 
     fn publish(&self, uri: &Uri, diagnostics: Vec<lsp_types::Diagnostic>, version: Option<i32>) {
