@@ -6,6 +6,7 @@ pub mod declarative;
 pub mod edits;
 pub mod memory;
 pub mod performance;
+pub mod suggestions;
 
 use std::sync::{Arc, OnceLock};
 
@@ -49,6 +50,7 @@ pub fn rust_check(code: &str) -> Option<&'static dyn Check> {
         "TL113" => Some(&memory::module_copied_per_step::ModuleCopiedPerStep),
         "TL201" => Some(&performance::empty_cache_in_loop::EmptyCacheInLoop),
         "TL203" => Some(&performance::compile_in_loop::CompileInLoop),
+        "TL301" => Some(&suggestions::no_mixed_precision::NoMixedPrecision),
         _ => None,
     }
 }

@@ -21,6 +21,32 @@ pub struct Forward<'a> {
 }
 
 impl<'a> Analysis<'a> {
+    /// Whether `call` runs, with the grad its caller has, the forward of a model on the
+    /// accelerator: a known model there, or a name whose value was moved there (`net =
+    /// Net().cuda()`, which the value analysis may take for a tensor) and is called: a tensor
+    /// is not callable, so it holds a model.
+    pub fn forward_on_device(&self, call: Node<'a>) -> bool {
+        let forward = self.forward_call(call);
+        if forward
+            .as_ref()
+            .is_some_and(|forward| forward.grad_disabled)
+        {
+            return false;
+        }
+        if forward
+            .as_ref()
+            .is_some_and(|forward| forward.module.device == Tri::Yes)
+        {
+            return true;
+        }
+        self.model.callee(call).is_some_and(|callee| {
+            let facts = self.facts(callee);
+            callee.kind_id() == KINDS.identifier
+                && (forward.is_some() || matches!(facts.kind, Kind::Unknown | Kind::Tensor))
+                && facts.device == Tri::Yes
+        })
+    }
+
     /// Whether `call` runs a model's forward pass, and on what.
     pub fn forward_call(&self, call: Node<'a>) -> Option<Forward<'a>> {
         let callee = self.model.callee(call)?;

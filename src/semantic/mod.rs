@@ -28,6 +28,7 @@ pub mod modules;
 pub mod per_batch;
 pub mod placement;
 pub mod position;
+pub mod precision;
 pub mod receivers;
 pub mod resets;
 pub mod scope;

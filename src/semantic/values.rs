@@ -475,8 +475,10 @@ impl<'a> Analysis<'a> {
         // the analysis could not tell of where it comes from.
         let used_as_module = |facts: ValueFacts| {
             if facts.kind == Kind::Unknown && self.used_as_module(self.text(node)) {
+                // Where it was moved (`Net().cuda()`) still holds.
                 ValueFacts {
                     pretrained: self.assigned_from_pretrained(node),
+                    device: facts.device,
                     ..ValueFacts::of(Kind::Module)
                 }
             } else {
