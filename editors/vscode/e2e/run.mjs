@@ -14,18 +14,9 @@
 //   TORCHLINT_E2E_ARTIFACTS     where the screenshots go
 // Exits 0 when every step passed; otherwise names the step, why, and a screenshot of it.
 
-import { createRequire } from "node:module";
-import fs from "node:fs";
-import path from "node:path";
+import { envReader, log, openBrowser } from "../../e2e/browser.mjs";
 
-const env = (name, fallback) => {
-  const value = process.env[name] ?? fallback;
-  if (value === undefined) {
-    console.error(`e2e: ${name} is not set (run scripts/test-vscode)`);
-    process.exit(2);
-  }
-  return value;
-};
+const env = envReader("scripts/test-vscode");
 const nodeModules = env("TORCHLINT_E2E_NODE_MODULES");
 const chromiumPath = env("TORCHLINT_E2E_CHROMIUM", "chromium");
 const url = env("TORCHLINT_E2E_URL");
@@ -37,60 +28,11 @@ const artifacts = env("TORCHLINT_E2E_ARTIFACTS", ".");
 // How long the language server may take to start and report, and VS Code to load.
 const SLOW = Number(process.env.TORCHLINT_E2E_TIMEOUT_MS ?? 90_000);
 
-const require = createRequire(path.join(nodeModules, "noop.js"));
-const { chromium } = require("playwright-core");
-
-const log = (message) => console.log(`e2e: ${message}`);
-fs.mkdirSync(artifacts, { recursive: true });
-
-const browser = await chromium.launch({
-  executablePath: chromiumPath,
-  headless: true,
-  args: ["--no-sandbox", "--disable-dev-shm-usage"],
+const { browser, page, screenshot, step } = await openBrowser({
+  nodeModules,
+  chromiumPath,
+  artifacts,
 });
-const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
-const page = await context.newPage();
-const consoleErrors = [];
-page.on("console", (message) => {
-  if (message.type() === "error") consoleErrors.push(message.text());
-});
-
-async function screenshot(name) {
-  const target = path.join(artifacts, `${name}.png`);
-  await page.screenshot({ path: target });
-  const bytes = fs.readFileSync(target);
-  const png = bytes.length > 8 && bytes.subarray(0, 8).equals(
-    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
-  );
-  if (!png) throw new Error(`${target} is not a PNG (${bytes.length} bytes)`);
-  log(`screenshot ${target} (${bytes.length} bytes)`);
-  return target;
-}
-
-let stepNumber = 0;
-async function step(name, body) {
-  stepNumber += 1;
-  const started = Date.now();
-  try {
-    const result = await body();
-    log(`ok   ${stepNumber}. ${name} (${((Date.now() - started) / 1000).toFixed(1)}s)`);
-    return result;
-  } catch (error) {
-    console.error(`e2e: FAILED at step ${stepNumber}: ${name}`);
-    console.error(`e2e:   ${String(error?.message ?? error).split("\n").join("\ne2e:   ")}`);
-    try {
-      await screenshot(`failure-${stepNumber}`);
-    } catch (shotError) {
-      console.error(`e2e: (no failure screenshot: ${shotError.message})`);
-    }
-    if (consoleErrors.length > 0) {
-      console.error(`e2e: the page's last console errors:`);
-      for (const text of consoleErrors.slice(-10)) console.error(`e2e:   ${text}`);
-    }
-    await browser.close();
-    process.exit(1);
-  }
-}
 
 // A problem row of the Problems panel that names the rule.
 const problemRows = () => page.locator(".markers-panel .monaco-list-row", { hasText: code });
