@@ -663,29 +663,34 @@ fn a_document_is_linted_with_the_rest_of_its_project() {
     assert_eq!(client.shutdown(), 0);
 }
 
-#[test]
-fn a_change_to_what_another_file_returns_relints_the_files_that_asked() {
-    let mut client = Client::start(Value::Null);
+/// A factory that builds no model, and one that does.
+const NOT_A_MODEL: &str = "def build_model(name):\n    return {\"name\": name}\n";
+const MODEL_FACTORY: &str = "import torchvision\n\ndef build_model(name):\n    return torchvision.models.resnet18(num_classes=10)\n";
+
+/// A project whose `pkg/factory.py` (on disk, not open) builds no model, with the evaluation
+/// that runs what it builds open; the evaluation's URI.
+fn open_factory_project(client: &mut Client) -> String {
     let dir = client._dir.path().to_owned();
     std::fs::write(dir.join("pyproject.toml"), "[tool.torchlint]\n").unwrap();
     std::fs::create_dir_all(dir.join("pkg")).unwrap();
-    let not_a_model = "def build_model(name):\n    return {\"name\": name}\n";
-    std::fs::write(dir.join("pkg/factory.py"), not_a_model).unwrap();
-    // `net` is whatever the factory returns: not a model yet.
-    let eval = client.open_file(
+    std::fs::write(dir.join("pkg/factory.py"), NOT_A_MODEL).unwrap();
+    client.open_file(
         "pkg/eval.py",
         "from pkg.factory import build_model\n\ndef evaluate(loader):\n    net = build_model(\"r18\")\n    hits = 0\n    for x, y in loader:\n        hits += (net(x.cuda()).argmax(1) == y.cuda()).sum().item()\n    return hits\n",
-    );
+    )
+}
+
+#[test]
+fn a_change_to_what_another_file_returns_relints_the_files_that_asked() {
+    let mut client = Client::start(Value::Null);
+    // `net` is whatever the factory returns: not a model yet.
+    let eval = open_factory_project(&mut client);
     assert_eq!(client.codes_of(&eval), Vec::<String>::new());
 
     // The factory's buffer now builds a model: the evaluation, untouched, runs it with grad.
-    let factory = client.open_file("pkg/factory.py", not_a_model);
+    let factory = client.open_file("pkg/factory.py", NOT_A_MODEL);
     assert_eq!(client.codes_of(&factory), Vec::<String>::new());
-    client.replace_text(
-        &factory,
-        2,
-        "import torchvision\n\ndef build_model(name):\n    return torchvision.models.resnet18(num_classes=10)\n",
-    );
+    client.replace_text(&factory, 2, MODEL_FACTORY);
     assert_eq!(client.codes_of(&eval), ["TL101"]);
     assert_eq!(client.shutdown(), 0);
 }
@@ -712,22 +717,10 @@ fn a_client_that_pulls_diagnostics_is_not_also_sent_them() {
         "workspace": { "diagnostics": { "refreshSupport": true } },
     });
     let mut client = Client::start_capable(Value::Null, &[], capabilities);
-    let dir = client._dir.path().to_owned();
-    std::fs::write(dir.join("pyproject.toml"), "[tool.torchlint]\n").unwrap();
-    std::fs::create_dir_all(dir.join("pkg")).unwrap();
-    let not_a_model = "def build_model(name):\n    return {\"name\": name}\n";
-    std::fs::write(dir.join("pkg/factory.py"), not_a_model).unwrap();
-    let eval = client.open_file(
-        "pkg/eval.py",
-        "from pkg.factory import build_model\n\ndef evaluate(loader):\n    net = build_model(\"r18\")\n    hits = 0\n    for x, y in loader:\n        hits += (net(x.cuda()).argmax(1) == y.cuda()).sum().item()\n    return hits\n",
-    );
+    let eval = open_factory_project(&mut client);
     assert_eq!(pulled_codes(&mut client, &eval), Vec::<String>::new());
-    let factory = client.open_file("pkg/factory.py", not_a_model);
-    client.replace_text(
-        &factory,
-        2,
-        "import torchvision\n\ndef build_model(name):\n    return torchvision.models.resnet18(num_classes=10)\n",
-    );
+    let factory = client.open_file("pkg/factory.py", NOT_A_MODEL);
+    client.replace_text(&factory, 2, MODEL_FACTORY);
     // The evaluation's findings changed with another file: the client is asked to pull again,
     // and what it pulls has them.
     let refresh = client.wait_for(|m| m["method"] == "workspace/diagnostic/refresh");

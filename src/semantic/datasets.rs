@@ -69,15 +69,19 @@ impl<'a> Analysis<'a> {
     /// [`Analysis::dataset_worker_work`] for the summary of a dataset class another file may
     /// hand to a loader.
     pub fn dataset_work_summary(&self, class: usize) -> Option<WorkSummary> {
-        let work = self.dataset_worker_work(class)?;
-        Some(WorkSummary {
+        Some(self.work_summary(&self.dataset_worker_work(class)?))
+    }
+
+    /// What a summary keeps of one work: where, in words and by line.
+    pub fn work_summary(&self, work: &DatasetWork<'a>) -> WorkSummary {
+        WorkSummary {
             kind: work.kind,
             method: work.method.to_owned(),
             shown: crate::source::snippet(self.text(work.node), 50),
             line: work.node.start_position().row as u32 + 1,
             model: work.model,
             cuda: super::analysis::file_mentions(self.source, "cuda"),
-        })
+        }
     }
 
     /// What the fact base says the imported dataset class `qualified` (or the base it takes

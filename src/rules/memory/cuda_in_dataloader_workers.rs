@@ -10,7 +10,7 @@ use crate::diagnostic::Diagnostic;
 use crate::rule_meta::RuleMeta;
 use crate::rules::Check;
 use crate::semantic::constants::Constant;
-use crate::semantic::datasets::{WorkSummary, WorkerWork};
+use crate::semantic::datasets::WorkerWork;
 use crate::semantic::instances::ClassRef;
 
 pub struct CudaInDataloaderWorkers;
@@ -65,16 +65,8 @@ impl Check for CudaInDataloaderWorkers {
         let (class_name, work, at) = match analysis.instance_class(dataset) {
             Some(ClassRef::Local(class)) => match analysis.dataset_worker_work(class) {
                 Some(work) => {
-                    let found = WorkSummary {
-                        kind: work.kind,
-                        method: work.method.to_owned(),
-                        shown: super::short(checker, work.node),
-                        line: 0,
-                        model: work.model,
-                        cuda: false,
-                    };
                     let name = analysis.model.classes[class].name.to_owned();
-                    (name, found, Some(work.node))
+                    (name, analysis.work_summary(&work), Some(work.node))
                 }
                 // A subclass of another file's dataset, which its workers run the methods of.
                 None => match analysis.inherited_dataset_work(class) {
