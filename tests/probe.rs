@@ -7,6 +7,9 @@
 //! machine without one the probe runs in CPU mode, which is what these tests check.
 
 mod common;
+// Not a test target of its own: it shares this file's helpers (a Python with torch).
+#[path = "probe/distributed.rs"]
+mod distributed;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -541,6 +544,66 @@ for step in range(40):
     );
     let same = verdict(&json(&run), "TL203", 8).clone();
     assert_eq!(same["status"], "not-reproduced", "{same:#}");
+}
+
+#[test]
+fn the_precision_of_a_training_loops_forward_is_read_without_a_gpu() {
+    let Some(python) =
+        require_torch("the_precision_of_a_training_loops_forward_is_read_without_a_gpu")
+    else {
+        return;
+    };
+    let project = Project::new();
+    // TL301 is a CUDA rule (the linter leaves it out of a run without a GPU): the loop is
+    // watched by hand, and the runner's hooks find its forward as the first module with
+    // parameters called with grad on. Without a GPU the verdict cannot confirm it, but says
+    // what the forward ran in: float32, and bfloat16 for the same loop with a bfloat16 model.
+    let float32 = "\
+import torch
+from torch import nn
+
+device = \"cuda\" if torch.cuda.is_available() else \"cpu\"
+model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10)).to(device)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for step in range(40):
+    x = torch.randn(32, 64, device=device, dtype=next(model.parameters()).dtype)
+    loss = nn.functional.cross_entropy(model(x), torch.randint(0, 10, (32,), device=device))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+";
+    project.write("float32.py", float32);
+    project.write(
+        "bfloat16.py",
+        float32.replace(".to(device)", ".to(device, dtype=torch.bfloat16)"),
+    );
+    let python = python.to_str().unwrap();
+    for (script, dtype) in [("float32.py", "float32"), ("bfloat16.py", "bfloat16")] {
+        let run = probe(
+            &project,
+            python,
+            &[script, "--watch", "TL301:7", "--output-format", "json"],
+        );
+        let verdict = verdict(&json(&run), "TL301", 7).clone();
+        assert_eq!(verdict["status"], "not-reproduced", "{script}: {verdict:#}");
+        assert!(
+            verdict["summary"]
+                .as_str()
+                .unwrap()
+                .starts_with("ran without a GPU"),
+            "{script}: {verdict:#}"
+        );
+        let evidence = verdict["evidence"].to_string();
+        for line in [
+            "a forward of `Sequential` seen on 30/30 iterations".to_owned(),
+            "autocast for CUDA off at 30/30 forwards".to_owned(),
+            format!("parameters: mostly {dtype}, on cpu, "),
+            format!("output dtype: {dtype}"),
+            "grad enabled at 30/30 forwards".to_owned(),
+        ] {
+            assert!(evidence.contains(&line), "{script}: {line}: {verdict:#}");
+        }
+    }
 }
 
 #[test]

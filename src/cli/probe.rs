@@ -6,7 +6,8 @@ use std::sync::Arc;
 use clap::{Args, ValueEnum};
 
 use super::{ColorChoice, RuleSelection, print_error, print_errors, use_color};
-use crate::probe::{self, Options};
+use crate::probe::launcher;
+use crate::probe::{self, Job, Options};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ProbeFormat {
@@ -16,9 +17,11 @@ pub enum ProbeFormat {
 
 #[derive(Debug, Args)]
 pub struct ProbeArgs {
-    /// The training script to run (as `python SCRIPT ARGS...` would).
-    pub script: PathBuf,
-    /// Arguments for the script, after `--`.
+    /// The training script to run (as `python SCRIPT ARGS...` would). Left out when what
+    /// follows `--` is a launcher's command line (`-- torchrun --nproc-per-node 2 train.py`).
+    pub script: Option<PathBuf>,
+    /// Arguments for the script, after `--`; or, with no SCRIPT, the distributed launcher's
+    /// whole command line (`torchrun ...`, `python -m torch.distributed.run ...`).
     #[arg(last = true, value_name = "ARGS")]
     pub script_args: Vec<String>,
     /// The Python interpreter (default: the active virtual environment's, else `python3`).
@@ -67,6 +70,11 @@ pub struct ProbeArgs {
     /// When to color the output.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
     pub color: ColorChoice,
+    /// Run the script as a distributed job of N processes on this host, through PyTorch's own
+    /// launcher (`python -m torch.distributed.run --standalone --nproc-per-node N`), the probe
+    /// inside every rank; each watched line gets a verdict per rank.
+    #[arg(long, value_name = "N")]
+    pub nproc_per_node: Option<usize>,
     /// Also watch this line as if the rule had flagged it (`TL102:41`; repeatable).
     #[arg(long, hide = true, value_name = "CODE:LINE", value_parser = parse_watch)]
     pub watch: Vec<(String, usize)>,
@@ -87,6 +95,44 @@ const DEFAULT_TIMEOUT_SECS: f64 = 300.0;
 
 pub fn run(args: ProbeArgs) -> u8 {
     crate::checker::install_panic_hook();
+    if args.nproc_per_node == Some(0) {
+        print_error("--nproc-per-node must be at least 1");
+        return 2;
+    }
+    // The script, its arguments and how to launch it: `probe SCRIPT [--nproc-per-node N] --
+    // ARGS`, or `probe -- LAUNCHER ... SCRIPT ARGS`.
+    let (script, script_args, job) = match (args.script, launcher::parse(&args.script_args)) {
+        (Some(script), _) => (
+            script,
+            args.script_args,
+            args.nproc_per_node.map(|ranks| Job {
+                launcher: None,
+                ranks: Some(ranks),
+            }),
+        ),
+        (None, Some(Ok(launched))) if args.nproc_per_node.is_none() => (
+            launched.script,
+            launched.script_args,
+            Some(Job {
+                launcher: Some(launched.command),
+                ranks: launched.nproc_per_node,
+            }),
+        ),
+        (None, Some(Ok(_))) => {
+            print_error("--nproc-per-node goes on the launcher's command line, not before it");
+            return 2;
+        }
+        (None, Some(Err(error))) => {
+            print_error(&format!("cannot probe that launcher command: {error}"));
+            return 2;
+        }
+        (None, None) => {
+            print_error(
+                "name the training script (`torchlint probe train.py -- ARGS`), or give the launcher's whole command line after `--` (`torchlint probe -- torchrun --nproc-per-node 2 train.py`)",
+            );
+            return 2;
+        }
+    };
     if args.hits == 0 {
         print_error("--hits must be at least 1");
         return 2;
@@ -114,7 +160,7 @@ pub fn run(args: ProbeArgs) -> u8 {
     let settings_for = |host_only: bool| {
         args.rules
             .resolver_for_run(host_only)
-            .and_then(|resolver| resolver.for_file(&args.script))
+            .and_then(|resolver| resolver.for_file(&script))
     };
     let (settings, host_settings) = match settings_for(false)
         .and_then(|settings| settings_for(true).map(|host| (settings, host)))
@@ -126,8 +172,8 @@ pub fn run(args: ProbeArgs) -> u8 {
         }
     };
     let options = Options {
-        script: args.script,
-        script_args: args.script_args,
+        script,
+        script_args,
         python: args.python,
         gpu: args.gpu,
         hits: args.hits,
@@ -144,6 +190,7 @@ pub fn run(args: ProbeArgs) -> u8 {
         host_settings,
         extra_watches: args.watch,
         script_stdout_to_stderr: args.output_format == ProbeFormat::Json,
+        job,
     };
     let probed = match probe::run(&options) {
         Ok(probed) => probed,

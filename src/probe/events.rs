@@ -107,6 +107,15 @@ pub struct Start {
     /// Targets it cannot watch, with the reason (no code on that line, ...).
     #[serde(default)]
     pub unarmed: Vec<Unarmed>,
+    /// In a distributed job, the process's rank (`RANK`) and the job's size (`WORLD_SIZE`),
+    /// as the launcher set them.
+    #[serde(default)]
+    pub rank: Option<u32>,
+    #[serde(default)]
+    pub world_size: Option<u32>,
+    /// The ranks on this host (`LOCAL_WORLD_SIZE`).
+    #[serde(default)]
+    pub local_world_size: Option<u32>,
 }
 
 /// An out-of-memory error the script did not catch, read where it was raised.
@@ -251,6 +260,38 @@ pub struct Hit {
     /// TL203: the graphs dynamo had compiled in the process when the line had run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub graphs: Option<u64>,
+    /// TL301: the loop's forward as it ran in this iteration (None: no forward was seen).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forward: Option<Forward>,
+}
+
+/// TL301: one forward of the model a loop trains, read by a forward pre-hook and a forward
+/// hook on that module, set when the iteration starts and taken off after the first call.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Forward {
+    /// The module's class (`Sequential`, `ResNet`).
+    pub module: String,
+    /// `torch.is_autocast_enabled("cuda")` as the forward started (the older
+    /// `torch.is_autocast_enabled()` where the device-type form is missing).
+    #[serde(default)]
+    pub autocast: Option<bool>,
+    /// The dtype autocast casts to, when it is on (`bfloat16`).
+    #[serde(default)]
+    pub autocast_dtype: Option<String>,
+    /// `torch.is_grad_enabled()` as the forward started.
+    #[serde(default)]
+    pub grad_enabled: Option<bool>,
+    /// The floating dtype holding most of the module's parameters, their device and bytes.
+    #[serde(default)]
+    pub param_dtype: Option<String>,
+    #[serde(default)]
+    pub param_device: Option<String>,
+    #[serde(default)]
+    pub param_bytes: Option<u64>,
+    /// The dtype of the forward's largest floating output tensor (None: its output was not
+    /// read, or held no floating tensor).
+    #[serde(default)]
+    pub output_dtype: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

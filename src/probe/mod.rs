@@ -14,8 +14,10 @@ pub mod budget;
 mod device;
 pub mod events;
 pub mod html;
+pub mod launcher;
 pub mod plan;
 mod processes;
+mod ranks;
 mod render;
 pub mod report;
 mod session;
@@ -50,7 +52,7 @@ const DEVICE_SAMPLE_EVERY: Duration = Duration::from_millis(50);
 /// "How the probe confirms it").
 const WATCHED_RULES: &[&str] = &[
     "TL101", "TL102", "TL103", "TL104", "TL105", "TL106", "TL107", "TL108", "TL109", "TL110",
-    "TL111", "TL112", "TL113", "TL201", "TL202", "TL203",
+    "TL111", "TL112", "TL113", "TL201", "TL202", "TL203", "TL301",
 ];
 
 pub struct Options {
@@ -79,6 +81,17 @@ pub struct Options {
     pub extra_watches: Vec<(String, usize)>,
     /// Send the script's stdout to our stderr, so that ours carries only the report (JSON).
     pub script_stdout_to_stderr: bool,
+    /// Run the script as a distributed job (`--nproc-per-node`, or a launcher's command line).
+    pub job: Option<Job>,
+}
+
+/// A distributed job: how to launch it and how many ranks this host runs.
+pub struct Job {
+    /// The launcher and its options, the training script left out (None: PyTorch's own,
+    /// `python -m torch.distributed.run --standalone --nnodes 1 --nproc-per-node RANKS`).
+    pub launcher: Option<Vec<String>>,
+    /// The ranks this host runs, when known before they start (else each rank says).
+    pub ranks: Option<usize>,
 }
 
 /// Seconds since the Unix epoch: the clock the runner's events use too.
@@ -135,7 +148,10 @@ pub fn run(options: &Options) -> Result<Probed, String> {
 
     let mut report = ProbeReport {
         script: script.display().to_string(),
-        command: std::iter::once(script.display().to_string())
+        // A job's launcher first, as the user typed it.
+        command: (options.job.iter())
+            .flat_map(|job| job.launcher.iter().flatten().cloned())
+            .chain(std::iter::once(script.display().to_string()))
             .chain(options.script_args.iter().cloned())
             .collect(),
         python: None,
@@ -167,12 +183,42 @@ pub fn run(options: &Options) -> Result<Probed, String> {
         device_samples: Vec::new(),
         hits: Vec::new(),
         runner_errors: Vec::new(),
+        ranks: Vec::new(),
+        failed_rank: None,
     };
     // With no finding to watch the script still runs: the run's own numbers (its peak, the
     // cache, the host's memory, how it ended) are what a script that runs out of memory with
     // nothing flagged needs.
     let watched_diagnostics: Vec<Diagnostic> = watched.iter().map(|d| (*d).clone()).collect();
 
+    let folder = tempfile::Builder::new()
+        .prefix("torchlint-probe-")
+        .tempdir()
+        .map_err(|error| format!("cannot create a temporary folder for the runner: {error}"))?;
+    let python = options
+        .python
+        .clone()
+        .unwrap_or_else(session::default_python);
+    let distributed = options.job.as_ref().map(|job| session::Distributed {
+        launcher: job.launcher.clone().unwrap_or_else(|| {
+            let ranks = job.ranks.unwrap_or(1).to_string();
+            let python = python.display().to_string();
+            [
+                &python,
+                "-m",
+                "torch.distributed.run",
+                "--standalone",
+                "--nnodes",
+                "1",
+            ]
+            .into_iter()
+            .chain(["--nproc-per-node", &ranks])
+            .map(str::to_owned)
+            .collect()
+        }),
+        ranks: job.ranks,
+        socket: folder.path().join("events.sock"),
+    });
     let absolute = std::path::absolute(script).unwrap_or_else(|_| script.clone());
     let targets: Vec<Target> = watched
         .iter()
@@ -187,6 +233,9 @@ pub fn run(options: &Options) -> Result<Probed, String> {
         hits: options.hits,
         warmup: WARMUP_HITS,
         events_fd: session::EVENTS_FD,
+        events_socket: distributed
+            .as_ref()
+            .map(|job| job.socket.display().to_string()),
         read_device: device
             .as_ref()
             .is_ok_and(|device| device.source != MemorySource::Nvml),
@@ -206,25 +255,18 @@ pub fn run(options: &Options) -> Result<Probed, String> {
                     end_line: line,
                     text: String::new(),
                     hits: 0,
+                    forward: None,
                 });
             }
             planned
         },
     };
-    let folder = tempfile::Builder::new()
-        .prefix("torchlint-probe-")
-        .tempdir()
-        .map_err(|error| format!("cannot create a temporary folder for the runner: {error}"))?;
     let runner = folder.path().join("torchlint_probe_runner.py");
     let plan_path = folder.path().join("plan.json");
     std::fs::write(&runner, RUNNER)
         .and_then(|()| std::fs::write(&plan_path, serde_json::to_vec(&plan).unwrap_or_default()))
         .map_err(|error| format!("cannot write the runner: {error}"))?;
 
-    let python = options
-        .python
-        .clone()
-        .unwrap_or_else(session::default_python);
     let session = session::Session {
         python: &python,
         runner: &runner,
@@ -239,6 +281,7 @@ pub fn run(options: &Options) -> Result<Probed, String> {
             .collect(),
         progress: true,
         script_stdout_to_stderr: options.script_stdout_to_stderr,
+        distributed,
     };
     let sampler = device
         .as_ref()
@@ -262,150 +305,218 @@ pub fn run(options: &Options) -> Result<Probed, String> {
             .max(),
         host_peak_rss: own_peak_rss(),
     };
-    let mut hits_by_target: Vec<Vec<Hit>> = vec![Vec::new(); targets.len()];
-    let mut reached_start = false;
-    let mut out_of_memory = None;
-    let mut budgets = Vec::new();
-    let mut attributions = Vec::new();
-    for event in outcome.events {
-        match event {
-            Event::Start(start) => {
-                reached_start = true;
-                report.python = Some(start.python);
-                report.torch = start.torch;
-                report.mechanism = Some(start.mechanism);
-                for unarmed in start.unarmed {
-                    let what = match targets.get(unarmed.target) {
-                        Some(target) => format!("line {}", target.line),
-                        None => "the step line (--attribute)".to_owned(),
-                    };
-                    report
-                        .runner_errors
-                        .push(format!("{what} not watched: {}", unarmed.why));
-                }
-            }
-            Event::Hit(hit) => {
-                if let Some(list) = hits_by_target.get_mut(hit.target) {
-                    list.push(hit.clone());
-                }
-                report.hits.push(hit);
-            }
-            Event::Sample(sample) => {
-                // Without NVML, the script's process is where the device is read.
-                if let (Some(used), Some(DeviceInfo { source, .. })) =
-                    (sample.device_used, &report.device)
-                    && *source != MemorySource::Nvml
-                {
-                    report.device_samples.push(DeviceSample {
-                        t: sample.t,
-                        used,
-                        ..DeviceSample::default()
-                    });
-                }
-                report.samples.push(sample);
-            }
-            Event::Complete { .. } => {}
-            Event::OutOfMemory(error) => out_of_memory = Some(error),
-            Event::Budget(budget) => budgets.push(budget),
-            Event::Attribution(attribution) => attributions.push(attribution),
-            Event::Exit(exit) => report.exit = Some(exit),
-            Event::Error { message, .. } => report.runner_errors.push(message),
-        }
-    }
-    if !reached_start {
-        report.stop = Stop::RunnerFailed;
-        if let Some(status) = outcome.status {
-            report.runner_errors.push(format!(
-                "the runner ended before starting the script ({status}); is `{}` a Python 3.8+ interpreter?",
-                python.display()
-            ));
-        }
-    }
-    // Without NVML, the first reading from inside the script stands for "before".
-    let device_before = report.device.as_ref().and_then(|device| {
-        device
-            .used_before
-            .or(report.device_samples.first().map(|sample| sample.used))
-    });
-    // The run's numbers first: some verdicts need them (pinned memory peaks after the
-    // DataLoader line ran, not at it).
-    let readings = verdict::run_readings(&report.samples, &report.hits);
-    report.summary = verdict::summarize(&readings, &report.device_samples, device_before);
-    report.summary.failure = report.exit.as_ref().and_then(|exit| exit.traceback.clone());
-    let context = verdict::Context {
-        hits_wanted: options.hits,
-        warmup: WARMUP_HITS,
-        gpu: report.device.is_some(),
-        device_free: report
-            .device
-            .as_ref()
-            .map(|d| d.total.saturating_sub(device_before.unwrap_or(0))),
-        allowed: report.summary.allowed,
-        project_steps: options.steps,
-        ended_early: report.stop != Stop::Complete,
-        flagged_text: String::new(),
-        growth_kept_by: None,
+    let assembly = Assembly {
+        options,
+        targets: &targets,
+        watched: &watched,
+        source: &source,
+        python: &python,
+        absolute: &absolute,
     };
-    // A watched line's verdict; `growth_kept_by` names the line that keeps what the loop grows.
-    let judge = |index: usize, growth_kept_by: Option<String>| {
-        let context = verdict::Context {
-            flagged_text: targets[index].text.clone(),
-            growth_kept_by,
-            ..context.clone()
-        };
-        let mut hits: Vec<&Hit> = hits_by_target[index].iter().collect();
-        hits.sort_by_key(|hit| hit.n);
-        verdict::judge_with_run(watched[index].code(), &hits, &context, &report.summary)
+    let report = if options.job.is_some() {
+        let mut channels = outcome.channels;
+        channels.sort_by_key(|channel| channel.rank);
+        let ranks: Vec<(u32, ProbeReport)> = channels
+            .into_iter()
+            .enumerate()
+            .map(|(index, channel)| {
+                let rank = channel.rank.unwrap_or(index as u32);
+                (
+                    rank,
+                    assembly.assemble(report.clone(), channel.events, None),
+                )
+            })
+            .collect();
+        ranks::merge(report, ranks, outcome.status)
+    } else {
+        let events = outcome
+            .channels
+            .into_iter()
+            .next()
+            .map(|channel| channel.events)
+            .unwrap_or_default();
+        assembly.assemble(report, events, outcome.status)
     };
-    for (index, diagnostic) in watched.iter().enumerate() {
-        let verdict = judge(index, None);
-        report.findings.push(WatchedFinding {
-            finding: finding_ref(&source, diagnostic),
-            verdict,
-        });
-    }
-    // One loop's growth, seen by every watched line in it, belongs to the line that keeps
-    // something: an evaluation forward (TL101) whose own graph does not grow is judged again
-    // with the growth counted there.
-    let keeper = report.findings.iter().find(|watched| {
-        matches!(
-            watched.finding.code.as_str(),
-            "TL102" | "TL103" | "TL104" | "TL111"
-        ) && watched.verdict.status == verdict::Status::Confirmed
-            && watched.verdict.class.grows()
-    });
-    if let Some(keeper) = keeper.map(|k| format!("line {} ({})", k.finding.line, k.finding.code)) {
-        for (index, finding) in report.findings.iter_mut().enumerate() {
-            if finding.finding.code == "TL101" && finding.verdict.class.grows() {
-                finding.verdict = judge(index, Some(keeper.clone()));
-            }
-        }
-    }
-    report.budget = budget::for_run(&budgets);
-    let budget_at_out_of_memory = budget::at_out_of_memory(&budgets);
-    report.budgets = budgets;
-    report.steps = attributions
-        .iter()
-        .filter_map(|snapshot| Some((snapshot.step?, snapshot.t)))
-        .collect();
-    if options.attribute && attributions.is_empty() && reached_start {
-        report.runner_errors.push(
-            "no allocation stacks were read (--attribute): the script never initialised CUDA"
-                .to_owned(),
-        );
-    }
-    let findings_at = attribution::FindingsAt::of(&report, &absolute);
-    report.attribution = attribution::for_run(&attributions, &findings_at);
-    // Read once every finding has its verdict: the post-mortem names those on its stack.
-    report.out_of_memory = out_of_memory.map(|error| {
-        let held_by = attribution::at_out_of_memory(&attributions, &findings_at);
-        post_mortem(error, budget_at_out_of_memory, held_by, &absolute, &report)
-    });
     Ok(Probed {
         report,
         source: Arc::new(source),
         diagnostics: watched_diagnostics,
     })
+}
+
+/// What turns one process's events into a report: the plan's targets and the findings they
+/// watch.
+struct Assembly<'a> {
+    options: &'a Options,
+    targets: &'a [Target],
+    watched: &'a [&'a Diagnostic],
+    source: &'a SourceFile,
+    python: &'a std::path::Path,
+    absolute: &'a std::path::Path,
+}
+
+impl Assembly<'_> {
+    /// `report` (the run's frame: script, device, timing) completed with what one process
+    /// sent: its hits, samples and exit, and each watched line's verdict.
+    fn assemble(
+        &self,
+        mut report: ProbeReport,
+        events: Vec<Event>,
+        status: Option<std::process::ExitStatus>,
+    ) -> ProbeReport {
+        let Assembly {
+            options,
+            targets,
+            watched,
+            source,
+            python,
+            absolute,
+        } = *self;
+        let mut hits_by_target: Vec<Vec<Hit>> = vec![Vec::new(); targets.len()];
+        let mut reached_start = false;
+        let mut out_of_memory = None;
+        let mut budgets = Vec::new();
+        let mut attributions = Vec::new();
+        for event in events {
+            match event {
+                Event::Start(start) => {
+                    reached_start = true;
+                    report.python = Some(start.python);
+                    report.torch = start.torch;
+                    report.mechanism = Some(start.mechanism);
+                    for unarmed in start.unarmed {
+                        let what = match targets.get(unarmed.target) {
+                            Some(target) => format!("line {}", target.line),
+                            None => "the step line (--attribute)".to_owned(),
+                        };
+                        report
+                            .runner_errors
+                            .push(format!("{what} not watched: {}", unarmed.why));
+                    }
+                }
+                Event::Hit(hit) => {
+                    if let Some(list) = hits_by_target.get_mut(hit.target) {
+                        list.push(hit.clone());
+                    }
+                    report.hits.push(hit);
+                }
+                Event::Sample(sample) => {
+                    // Without NVML, the script's process is where the device is read.
+                    if let (Some(used), Some(DeviceInfo { source, .. })) =
+                        (sample.device_used, &report.device)
+                        && *source != MemorySource::Nvml
+                    {
+                        report.device_samples.push(DeviceSample {
+                            t: sample.t,
+                            used,
+                            ..DeviceSample::default()
+                        });
+                    }
+                    report.samples.push(sample);
+                }
+                Event::Complete { .. } => {}
+                Event::OutOfMemory(error) => out_of_memory = Some(error),
+                Event::Budget(budget) => budgets.push(budget),
+                Event::Attribution(attribution) => attributions.push(attribution),
+                Event::Exit(exit) => report.exit = Some(exit),
+                Event::Error { message, .. } => report.runner_errors.push(message),
+            }
+        }
+        if !reached_start {
+            report.stop = Stop::RunnerFailed;
+            if let Some(status) = status {
+                report.runner_errors.push(format!(
+                    "the runner ended before starting the script ({status}); is `{}` a Python 3.8+ interpreter?",
+                    python.display()
+                ));
+            }
+        }
+        // Without NVML, the first reading from inside the script stands for "before".
+        let device_before = report.device.as_ref().and_then(|device| {
+            device
+                .used_before
+                .or(report.device_samples.first().map(|sample| sample.used))
+        });
+        // The run's numbers first: some verdicts need them (pinned memory peaks after the
+        // DataLoader line ran, not at it).
+        let readings = verdict::run_readings(&report.samples, &report.hits);
+        report.summary = verdict::summarize(&readings, &report.device_samples, device_before);
+        report.summary.failure = report.exit.as_ref().and_then(|exit| exit.traceback.clone());
+        let context = verdict::Context {
+            hits_wanted: options.hits,
+            warmup: WARMUP_HITS,
+            gpu: report.device.is_some(),
+            device_free: report
+                .device
+                .as_ref()
+                .map(|d| d.total.saturating_sub(device_before.unwrap_or(0))),
+            allowed: report.summary.allowed,
+            project_steps: options.steps,
+            ended_early: report.stop != Stop::Complete,
+            flagged_text: String::new(),
+            growth_kept_by: None,
+        };
+        // A watched line's verdict; `growth_kept_by` names the line that keeps what the loop grows.
+        let judge = |index: usize, growth_kept_by: Option<String>| {
+            let context = verdict::Context {
+                flagged_text: targets[index].text.clone(),
+                growth_kept_by,
+                ..context.clone()
+            };
+            let mut hits: Vec<&Hit> = hits_by_target[index].iter().collect();
+            hits.sort_by_key(|hit| hit.n);
+            verdict::judge_with_run(watched[index].code(), &hits, &context, &report.summary)
+        };
+        for (index, diagnostic) in watched.iter().enumerate() {
+            let verdict = judge(index, None);
+            report.findings.push(WatchedFinding {
+                finding: finding_ref(source, diagnostic),
+                verdict,
+                ranks: Vec::new(),
+            });
+        }
+        // One loop's growth, seen by every watched line in it, belongs to the line that keeps
+        // something: an evaluation forward (TL101) whose own graph does not grow is judged again
+        // with the growth counted there.
+        let keeper = report.findings.iter().find(|watched| {
+            matches!(
+                watched.finding.code.as_str(),
+                "TL102" | "TL103" | "TL104" | "TL111"
+            ) && watched.verdict.status == verdict::Status::Confirmed
+                && watched.verdict.class.grows()
+        });
+        if let Some(keeper) =
+            keeper.map(|k| format!("line {} ({})", k.finding.line, k.finding.code))
+        {
+            for (index, finding) in report.findings.iter_mut().enumerate() {
+                if finding.finding.code == "TL101" && finding.verdict.class.grows() {
+                    finding.verdict = judge(index, Some(keeper.clone()));
+                }
+            }
+        }
+        report.budget = budget::for_run(&budgets);
+        let budget_at_out_of_memory = budget::at_out_of_memory(&budgets);
+        report.budgets = budgets;
+        report.steps = attributions
+            .iter()
+            .filter_map(|snapshot| Some((snapshot.step?, snapshot.t)))
+            .collect();
+        if options.attribute && attributions.is_empty() && reached_start {
+            report.runner_errors.push(
+                "no allocation stacks were read (--attribute): the script never initialised CUDA"
+                    .to_owned(),
+            );
+        }
+        let findings_at = attribution::FindingsAt::of(&report, absolute);
+        report.attribution = attribution::for_run(&attributions, &findings_at);
+        // Read once every finding has its verdict: the post-mortem names those on its stack.
+        report.out_of_memory = out_of_memory.map(|error| {
+            let held_by = attribution::at_out_of_memory(&attributions, &findings_at);
+            post_mortem(error, budget_at_out_of_memory, held_by, absolute, &report)
+        });
+
+        report
+    }
 }
 
 use device::Device;
@@ -529,6 +640,12 @@ fn target(id: usize, source: &SourceFile, diagnostic: &Diagnostic, hits: u64) ->
     } else {
         hits
     };
+    // TL301's one label is the loop's forward call.
+    let forward = diagnostic
+        .labels
+        .first()
+        .filter(|_| code == "TL301")
+        .map(|label| source.text()[label.range.clone()].to_owned());
     Target {
         id,
         code,
@@ -537,6 +654,7 @@ fn target(id: usize, source: &SourceFile, diagnostic: &Diagnostic, hits: u64) ->
         end_line: end.row,
         text: source.text()[diagnostic.range.clone()].to_owned(),
         hits,
+        forward,
     }
 }
 

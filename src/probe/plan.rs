@@ -17,6 +17,10 @@ pub struct Plan {
     pub warmup: u64,
     /// The file descriptor the runner writes events to.
     pub events_fd: i32,
+    /// A distributed job's ranks connect to this Unix socket instead, one connection each:
+    /// the launcher passes no descriptors on to the processes it starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events_socket: Option<String>,
     /// Whether the runner's samples read the whole device's used memory from inside the
     /// script's process (torchlint could not read it from outside, through NVML).
     #[serde(default)]
@@ -46,4 +50,9 @@ pub struct Target {
     /// until its growth can be measured, whatever `--hits` asked.
     #[serde(default)]
     pub hits: u64,
+    /// TL301: the source text of the forward call the finding labels (`model(x.cuda())`), whose
+    /// callee the runner watches as the loop runs; None for other rules (and `--watch`: the
+    /// runner then takes the first module with parameters the loop's body calls).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forward: Option<String>,
 }

@@ -116,8 +116,18 @@ fn write_run(report: &ProbeReport, out: &mut dyn Write) -> io::Result<()> {
         report.stop.describe(),
         report.duration
     )?;
+    if !report.ranks.is_empty() {
+        writeln!(out, "  ranks: {}", ranks_line(report))?;
+    }
     if let Some(exit) = &report.exit {
-        writeln!(out, "  script: exited with status {}", exit.status)?;
+        match report.failed_rank {
+            Some(rank) => writeln!(
+                out,
+                "  script: rank {rank} failed first, with status {}",
+                exit.status
+            )?,
+            None => writeln!(out, "  script: exited with status {}", exit.status)?,
+        }
         if let Some(traceback) = &exit.traceback {
             for line in traceback.lines() {
                 writeln!(out, "    {line}")?;
@@ -404,4 +414,27 @@ fn write_budget(out: &mut dyn Write, split: &Split, indent: &str) -> io::Result<
         writeln!(out, "{indent}{inner}{line}")?;
     }
     Ok(())
+}
+
+/// A distributed job's ranks and how each ended: `0 exited 0, 1 exited 1 (RuntimeError: ...)`.
+fn ranks_line(report: &ProbeReport) -> String {
+    let ranks: Vec<String> = report
+        .ranks
+        .iter()
+        .map(|rank| {
+            let ended = match rank.status {
+                Some(status) => format!("exited {status}"),
+                None => "ended by the probe".to_owned(),
+            };
+            match &rank.error {
+                Some(error) => format!("{} {ended} ({error})", rank.rank),
+                None => format!("{} {ended}", rank.rank),
+            }
+        })
+        .collect();
+    format!(
+        "{} through torch.distributed.run: {}",
+        report.ranks.len(),
+        ranks.join(", ")
+    )
 }

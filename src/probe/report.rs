@@ -35,8 +35,15 @@ pub struct ProbeReport {
     /// `--attribute`: the lines holding the memory at the peak, and those whose memory grew.
     pub attribution: Option<Attributed>,
     pub stop: Stop,
-    /// The script's own exit status and traceback, when it ended by itself.
+    /// The script's own exit status and traceback, when it ended by itself (in a distributed
+    /// job, the first rank that failed, else the lowest rank).
     pub exit: Option<Exit>,
+    /// A distributed job's ranks, how each ended; empty for a script run alone.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ranks: Vec<super::ranks::RankRun>,
+    /// The rank that failed first, when one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed_rank: Option<u32>,
     /// When the script died of an out-of-memory error: the post-mortem.
     pub out_of_memory: Option<PostMortem>,
     /// Seconds since the Unix epoch when the script started, and how long it ran.
@@ -100,6 +107,9 @@ pub struct WatchedFinding {
     #[serde(flatten)]
     pub finding: FindingRef,
     pub verdict: Verdict,
+    /// A distributed job's verdict on each rank (`verdict` merges them); empty otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ranks: Vec<super::ranks::RankVerdict>,
 }
 
 /// Why the run ended.

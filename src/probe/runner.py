@@ -1048,6 +1048,176 @@ def dynamo_graphs():
         return None
 
 
+def forward_callee(text):
+    """TL301: the callee of the forward call the finding labels (`model` for
+    `model(x.cuda())`, `self.net` for `self.net(x)`), compiled; None when it is no plain
+    Name/Attribute chain (nothing else is safe to evaluate) or no call at all."""
+    if not isinstance(text, str) or not text.strip():
+        return None
+    try:
+        node = ast.parse(text.strip(), "<torchlint>", "eval").body
+    except SyntaxError:
+        return None
+    callee = chain_text(node.func) if isinstance(node, ast.Call) else None
+    if callee is None:
+        return None
+    return compile(callee, "<torchlint>", "eval", dont_inherit=True)
+
+
+class ForwardWatch:
+    """TL301: one forward of the model a loop trains, read while it runs: a forward pre-hook
+    reads whether autocast is on for CUDA, grad mode and the parameters' dtype; a forward hook
+    the dtype of its output. On the module the finding's forward calls, else (no such module
+    in the frame, or `--watch`) on the first module with parameters called with grad on, found
+    by a global pre-hook that removes itself at once. One forward per hit: the hooks do
+    nothing after the first, and are removed when the hit is observed."""
+
+    __slots__ = ("torch", "seen", "output_read", "handles", "finder")
+
+    # `torch.is_autocast_enabled("cuda")` (2.4+), else the older CUDA-only form; decided once.
+    autocast_by_device = None
+
+    def __init__(self, torch):
+        self.torch = torch
+        self.seen = None
+        self.output_read = False
+        self.handles = []
+        self.finder = None
+
+    def arm(self, module):
+        if module is not None:
+            self.handles.append(module.register_forward_pre_hook(self.before))
+            self.handles.append(module.register_forward_hook(self.after))
+            return
+        hooks = sys.modules.get("torch.nn.modules.module")
+        register = getattr(hooks, "register_module_forward_pre_hook", None)
+        if register is not None:
+            self.finder = register(self.find)
+
+    def find(self, module, args):
+        """Global pre-hook: the first module with parameters called with grad on is the one
+        watched; every other module call pays for this hook until then only."""
+        try:
+            if self.seen is not None or not self.torch.is_grad_enabled():
+                return None
+            if next(module.parameters(), None) is None:
+                return None
+            self.drop_finder()
+            self.handles.append(module.register_forward_hook(self.after))
+            self.before(module, args)
+        except Exception:
+            pass
+        return None
+
+    def before(self, module, args):
+        if self.seen is not None:
+            return None
+        seen = {"module": type(module).__name__}
+        self.seen = seen
+        try:
+            torch = self.torch
+            seen["grad_enabled"] = bool(torch.is_grad_enabled())
+            autocast = self.autocast_enabled(torch)
+            seen["autocast"] = autocast
+            if autocast:
+                getter = getattr(torch, "get_autocast_dtype", None)
+                dtype = getter("cuda") if getter is not None else torch.get_autocast_gpu_dtype()
+                seen["autocast_dtype"] = dtype_name(dtype)
+            seen.update(parameter_precision(module))
+        except Exception:
+            pass
+        return None
+
+    @classmethod
+    def autocast_enabled(cls, torch):
+        if cls.autocast_by_device is None:
+            try:
+                torch.is_autocast_enabled("cuda")
+                cls.autocast_by_device = True
+            except TypeError:
+                cls.autocast_by_device = False
+        if cls.autocast_by_device:
+            return bool(torch.is_autocast_enabled("cuda"))
+        return bool(torch.is_autocast_enabled())
+
+    def after(self, module, args, output):
+        if self.seen is None or self.output_read:
+            return None
+        self.output_read = True
+        try:
+            dtype = output_dtype(output, TorchTypes.tensor)
+            if dtype is not None:
+                self.seen["output_dtype"] = dtype
+        except Exception:
+            pass
+        return None
+
+    def drop_finder(self):
+        finder, self.finder = self.finder, None
+        if finder is not None:
+            finder.remove()
+
+    def finish(self):
+        """Takes the hooks off; what the forward showed, or None when none ran."""
+        try:
+            self.drop_finder()
+        except Exception:
+            pass
+        for handle in self.handles:
+            try:
+                handle.remove()
+            except Exception:
+                pass
+        self.handles = []
+        seen, self.seen = self.seen, None
+        return seen
+
+
+def parameter_precision(module):
+    """The floating dtype that holds most of a module's parameters (by element count), the
+    device of the first of them, and their bytes (bounded walk)."""
+    elements = {}
+    nbytes = 0
+    device = None
+    for count, parameter in enumerate(module.parameters()):
+        if count >= MODULE_LIMIT:
+            break
+        if not parameter.is_floating_point():
+            continue
+        numel = parameter.nelement()
+        name = dtype_name(parameter.dtype)
+        elements[name] = elements.get(name, 0) + numel
+        nbytes += numel * parameter.element_size()
+        if device is None:
+            device = str(parameter.device)
+    if not elements:
+        return {}
+    dtype = max(sorted(elements), key=lambda name: elements[name])
+    return {"param_dtype": dtype, "param_device": device, "param_bytes": nbytes}
+
+
+def output_dtype(output, tensor_type):
+    """The dtype of the largest floating tensor a forward returned: the tensor itself, or among
+    the first items of a tuple, list or dict (a Hugging Face output: its logits, not its
+    float32 loss)."""
+    if tensor_type is None:
+        return None
+    if isinstance(output, tensor_type):
+        items = (output,)
+    elif isinstance(output, dict):
+        items = itertools.islice(output.values(), 16)
+    elif isinstance(output, (tuple, list)):
+        items = output[:16]
+    else:
+        return None
+    largest = None
+    for item in items:
+        if isinstance(item, tensor_type) and item.is_floating_point() and (
+                largest is None or item.nelement() > largest.nelement()):
+            largest = item
+    return None if largest is None else dtype_name(largest.dtype)
+
+
 def describe_identity(obj, value, identities, text, compiled_only=False):
     """TL113: whether the value is another object than at the last hit (`fresh`; ids compared,
     as the previous one is alive while its copy is made); an optimizer is named so, with how
@@ -1269,7 +1439,7 @@ class Target:
 
     __slots__ = ("id", "rule", "line", "lo", "hi", "exprs", "want_pinned", "want_allocs",
                  "want_grads", "want_graphs", "anomaly_after", "walk", "reuse", "identities", "n", "done",
-                 "pending", "states", "exits", "hits")
+                 "pending", "states", "exits", "hits", "precision", "forward", "iteration")
 
     def __init__(self, ident, rule, stmt, texts):
         self.id = ident
@@ -1293,6 +1463,17 @@ class Target:
         # TL107: whether the graph kept by `retain_graph=True` is backpropagated again before
         # the line runs next (a GAN's generator loss through the discriminator's forward).
         self.reuse = RetainedGraphUse() if rule == "TL107" else None
+        # TL301: the precision the loop's forward runs in, read by hooks on its module for one
+        # forward per hit; `forward` is the callee of the forward call the finding labels
+        # (`model`), compiled, or None (then the first module with parameters the loop calls).
+        self.precision = rule == "TL301"
+        self.forward = None
+        # TL301 at a loop header: a hit is one iteration, the header to the header again (or
+        # to the first line after the loop), so that the body's forward has run when it is read.
+        self.iteration = False
+        if self.precision and isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
+            self.hi = max(self.hi, stmt.end_lineno or stmt.lineno)
+            self.iteration = True
         self.hits = 0  # hits wanted; set from the plan (a growth rule may want more)
         self.n = 0
         self.done = False
@@ -1342,6 +1523,9 @@ def plan_targets(plan_targets_json, source, path, top):
             target.hits = number(raw.get("hits"), 0)
             if target.rule == STEP_RULE:
                 target.exprs = []  # a step boundary reads nothing; it times the snapshots
+            if target.precision:
+                target.exprs = []  # the loop's targets are batches: its forward is what counts
+                target.forward = forward_callee(raw.get("forward"))
         except Exception as exc:
             unarmed.append({"target": ident, "why": describe_failure("cannot map the line", exc)})
             continue
@@ -1369,7 +1553,7 @@ class Pending:
     """A hit whose line is running: observed at the next line event of its frame."""
 
     __slots__ = ("target", "state", "frame", "n", "last", "t0", "grad", "inference", "anomaly",
-                 "grads")
+                 "grads", "watch")
 
     def __init__(self, target, state, frame, n):
         self.target = target
@@ -1379,6 +1563,7 @@ class Pending:
         self.last = target.line
         self.t0 = 0.0
         self.grad = self.inference = self.anomaly = self.grads = None
+        self.watch = None
 
 
 def on_stack(wanted, frame):
@@ -1418,7 +1603,7 @@ class Probe:
                 elif line == target.line:
                     # The first line again: a new iteration of a one-line statement, or the
                     # call instruction of a multi-line one (then other lines of it ran since).
-                    if target.lo == target.hi or pending.last == line:
+                    if target.lo == target.hi or pending.last == line or target.iteration:
                         self.observe(pending)
                     else:
                         pending.last = line
@@ -1470,6 +1655,8 @@ class Probe:
                         pending.grads = BUDGET.gradient_graphs()
                     except Exception as exc:
                         self.emitter.error(describe_failure("reading the parameters' gradients", exc))
+                if target.precision:
+                    self.watch_forward(pending, torch, frame)
             target.pending = pending
             state.pend.append(pending)
             if target.n >= (target.hits or self.hits):
@@ -1552,6 +1739,11 @@ class Probe:
             graphs = dynamo_graphs()
             if graphs is not None:
                 event["graphs"] = graphs
+        if pending.watch is not None:
+            seen = pending.watch.finish()
+            pending.watch = None
+            if seen is not None:
+                event["forward"] = seen
         if target.exprs and frame is not None:
             event["values"] = self.read_values(target, frame, measured)
             if target.reuse is not None and measured:
@@ -1595,12 +1787,46 @@ class Probe:
                 obj = None
                 values.append(value)
         finally:
-            if (self.clear_snapshots and names is not scope and type(names) is dict
-                    and frame.f_code.co_flags & CO_OPTIMIZED and sys.gettrace() is None
-                    and sys.getrefcount(names) <= 3):
-                # only the frame and this function hold it: nobody kept a locals() result
+            if self.snapshot_unshared(names, scope, frame):
                 names.clear()
         return values
+
+    def snapshot_unshared(self, names, scope, frame):
+        """Whether `names`, a 3.12 `f_locals` snapshot just read, is held only by the frame and
+        the caller: then the caller empties it (nobody kept a locals() result)."""
+        return (self.clear_snapshots and names is not scope and type(names) is dict
+                and frame.f_code.co_flags & CO_OPTIMIZED and sys.gettrace() is None
+                and sys.getrefcount(names) <= 4)  # the frame, the caller, here, the call
+
+    def watch_forward(self, pending, torch, frame):
+        """TL301: hooks that read the next forward of the loop's model as this hit runs: on the
+        module the finding's forward calls when the frame has it, else on the first module
+        with parameters called with grad on. Read once, at the hit's observation."""
+        target = pending.target
+        module = None
+        if target.forward is not None:
+            scope = frame.f_globals
+            names = frame.f_locals
+            try:
+                module = eval(target.forward, scope, names)
+            except Exception:
+                module = None
+            finally:
+                if self.snapshot_unshared(names, scope, frame):
+                    names.clear()
+            names = None
+        TorchTypes.refresh()
+        if module is not None and (TorchTypes.module is None
+                                   or not isinstance(module, TorchTypes.module)):
+            module = None
+        watch = ForwardWatch(torch)
+        try:
+            watch.arm(module)
+        except Exception as exc:
+            watch.finish()
+            self.emitter.error(describe_failure("hooking the loop's forward (TL301)", exc))
+            return
+        pending.watch = watch
 
     def flush(self):
         """Observes every pending hit (the script ended before their next line)."""
@@ -2042,9 +2268,32 @@ def choose_backend(probe, armed, unarmed):
     return "none", []
 
 
+def events_fd(plan):
+    """Where events go: the pipe torchlint passed, or, in a rank of a distributed job (whose
+    launcher passes no descriptors on), a connection of its own to torchlint's socket."""
+    path = plan.get("events_socket")
+    if not path:
+        return plan.get("events_fd")
+    try:
+        import socket
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.connect(path)
+        return conn.detach()
+    except OSError:
+        return -1  # nobody listens: the script runs unwatched
+
+
+def env_int(name):
+    """An integer the launcher set in the environment (RANK, WORLD_SIZE), else None."""
+    try:
+        return int(os.environ[name])
+    except (KeyError, ValueError):
+        return None
+
+
 def run(plan):
     """Loads the plan, prepares the watch, runs the script and returns its exit status."""
-    emitter = Emitter(plan.get("events_fd"))
+    emitter = Emitter(events_fd(plan))
     probe = Probe(emitter, number(plan.get("hits"), 1), number(plan.get("warmup"), 0))
     READ_DEVICE[0] = bool(plan.get("read_device"))
     outcome = Outcome()
@@ -2068,6 +2317,9 @@ def run(plan):
             "mechanism": mechanism,
             "armed": [target.id for target in armed if target.rule != STEP_RULE],
             "unarmed": unarmed,
+            "rank": env_int("RANK"),
+            "world_size": env_int("WORLD_SIZE"),
+            "local_world_size": env_int("LOCAL_WORLD_SIZE"),
         })
 
     def cannot_run(status, message, why, traceback_text=None):

@@ -38,10 +38,22 @@ pub struct Session<'a> {
     pub progress: bool,
     /// Whether the script's stdout goes to our stderr (when ours carries a JSON report).
     pub script_stdout_to_stderr: bool,
+    /// Run as a distributed job of this many ranks on this host (`--nproc-per-node`).
+    pub distributed: Option<Distributed>,
+}
+
+/// A job launched through `torch.distributed.run`, its ranks' events sent to `socket`.
+pub struct Distributed {
+    /// The launcher and its options; the runner takes the training script's place.
+    pub launcher: Vec<String>,
+    /// The ranks this host runs, when known before they start (else each rank says).
+    pub ranks: Option<usize>,
+    pub socket: PathBuf,
 }
 
 pub struct Outcome {
-    pub events: Vec<Event>,
+    /// What each process sent: one channel for a script, one per rank for a distributed job.
+    pub channels: Vec<Channel>,
     pub stop: Stop,
     pub started: f64,
     pub duration: f64,
@@ -51,6 +63,86 @@ pub struct Outcome {
 
 /// Set by the Ctrl-C handler; the run loop ends the script's process group when it sees it.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// What one event channel (the script's process, or one rank of a distributed job) sent.
+#[derive(Default)]
+pub struct Channel {
+    /// The rank the runner reported (`RANK`), for a distributed job.
+    pub rank: Option<u32>,
+    /// The interpreter's process id, from its start event.
+    pub pid: Option<u32>,
+    /// The ranks this host runs (`LOCAL_WORLD_SIZE`), as the rank reported it.
+    local_world_size: Option<u32>,
+    pub events: Vec<Event>,
+    counts: Vec<u64>,
+    armed: Option<Vec<usize>>,
+    completed: bool,
+}
+
+impl Channel {
+    fn new(targets: usize) -> Channel {
+        Channel {
+            counts: vec![0; targets],
+            ..Channel::default()
+        }
+    }
+
+    fn take(&mut self, event: Event) {
+        match &event {
+            Event::Start(start) => {
+                self.armed = Some(start.armed.clone());
+                self.rank = start.rank;
+                self.local_world_size = start.local_world_size;
+                self.pid = Some(start.pid);
+            }
+            Event::Hit(hit) => {
+                if let Some(count) = self.counts.get_mut(hit.target) {
+                    *count = (*count).max(hit.n);
+                }
+            }
+            Event::Complete { .. } => self.completed = true,
+            _ => {}
+        }
+        self.events.push(event);
+    }
+
+    /// Whether every watched line this process can reach has its hits.
+    fn done(&self, wanted: &[u64]) -> bool {
+        self.completed
+            || self.armed.as_ref().is_some_and(|armed| {
+                !armed.is_empty()
+                    && armed.iter().all(|&t| {
+                        self.counts
+                            .get(t)
+                            .zip(wanted.get(t))
+                            .is_some_and(|(&count, &wanted)| count >= wanted)
+                    })
+            })
+    }
+}
+
+/// What a reader thread hands the run loop.
+enum Message {
+    // Boxed: an event is large, and most messages are events anyway.
+    Event(usize, Box<Event>),
+    /// The channel's writers are all gone.
+    Closed,
+}
+
+/// Reads one channel's events, one JSON object per line, until its writers are gone.
+fn read_events(index: usize, reader: impl std::io::Read, sender: mpsc::Sender<Message>) {
+    for line in BufReader::new(reader).lines() {
+        let Ok(line) = line else { break };
+        let event = serde_json::from_str::<Event>(&line).unwrap_or_else(|error| Event::Error {
+            t: now(),
+            message: format!("unreadable event from the runner ({error}): {line}"),
+        });
+        if sender.send(Message::Event(index, Box::new(event))).is_err() {
+            return;
+        }
+    }
+    let _ = sender.send(Message::Closed);
+}
 
 impl Session<'_> {
     pub fn run(&self) -> Result<Outcome, String> {
@@ -62,9 +154,31 @@ impl Session<'_> {
         let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::SeqCst));
         INTERRUPTED.store(false, Ordering::SeqCst);
 
-        let (reader, writer) =
-            std::io::pipe().map_err(|error| format!("cannot create the events pipe: {error}"))?;
-        let mut command = Command::new(self.python);
+        let (sender, messages) = mpsc::channel();
+        let mut command = match &self.distributed {
+            Some(job) => {
+                let mut command = Command::new(&job.launcher[0]);
+                command.args(&job.launcher[1..]);
+                command
+            }
+            None => Command::new(self.python),
+        };
+        // A distributed job: PyTorch's own launcher starts the ranks, each the runner; each
+        // rank connects to the socket on its own (the launcher passes no descriptors on).
+        let listener = match &self.distributed {
+            Some(job) => {
+                let listener = std::os::unix::net::UnixListener::bind(&job.socket)
+                    .and_then(|listener| listener.set_nonblocking(true).map(|()| listener))
+                    .map_err(|error| {
+                        format!(
+                            "cannot listen for the ranks' events at {}: {error}",
+                            job.socket.display()
+                        )
+                    })?;
+                Some(listener)
+            }
+            None => None,
+        };
         command
             .arg(self.runner)
             .arg("--plan")
@@ -80,77 +194,82 @@ impl Session<'_> {
         if let Some(devices) = &self.visible_devices {
             command.env("CUDA_VISIBLE_DEVICES", devices);
         }
-        command
-            .fd_mappings(vec![FdMapping {
-                parent_fd: writer.into(),
-                child_fd: EVENTS_FD,
-            }])
-            .map_err(|error| error.to_string())?;
+        let pipe = if listener.is_none() {
+            let (reader, writer) = std::io::pipe()
+                .map_err(|error| format!("cannot create the events pipe: {error}"))?;
+            command
+                .fd_mappings(vec![FdMapping {
+                    parent_fd: writer.into(),
+                    child_fd: EVENTS_FD,
+                }])
+                .map_err(|error| error.to_string())?;
+            Some(reader)
+        } else {
+            None
+        };
         let started = now();
         let clock = Instant::now();
         let spawned = command.spawn();
         // The command holds our copy of the pipe's write end: drop it, so that the pipe ends
         // when the script's processes are gone.
         drop(command);
-        let mut child = spawned.map_err(|error| {
-            format!(
+        let mut child = spawned.map_err(|error| match &self.distributed {
+            Some(job) => format!("cannot run the launcher `{}`: {error}", job.launcher[0]),
+            None => format!(
                 "cannot run `{}`: {error} (choose the interpreter with --python)",
                 self.python.display()
-            )
+            ),
         })?;
-        let (sender, events) = mpsc::channel();
-        let reader_thread = std::thread::spawn(move || {
-            for line in BufReader::new(reader).lines() {
-                let Ok(line) = line else { break };
-                let event =
-                    serde_json::from_str::<Event>(&line).unwrap_or_else(|error| Event::Error {
-                        t: now(),
-                        message: format!("unreadable event from the runner ({error}): {line}"),
-                    });
-                if sender.send(event).is_err() {
-                    break;
-                }
-            }
-        });
+        let accepting = std::sync::Arc::new(AtomicBool::new(true));
+        let mut readers = Vec::new();
+        if let Some(reader) = pipe {
+            let sender = sender.clone();
+            readers.push(std::thread::spawn(move || read_events(0, reader, sender)));
+        }
+        if let Some(listener) = listener {
+            let (sender, accepting) = (sender.clone(), std::sync::Arc::clone(&accepting));
+            readers.push(std::thread::spawn(move || {
+                accept_ranks(&listener, &sender, &accepting);
+            }));
+        }
+        drop(sender);
+        // The ranks to wait for: as many as the job was given, else as many as the first rank
+        // says this host runs (`LOCAL_WORLD_SIZE`).
+        let known = match &self.distributed {
+            Some(job) => job.ranks,
+            None => Some(1),
+        };
 
-        let mut collected = Vec::new();
-        let mut counts = vec![0u64; self.labels.len()];
-        let mut armed: Option<Vec<usize>> = None;
+        let mut channels: Vec<Channel> = Vec::new();
+        let mut closed = 0;
         let mut progress = Progress::new(self.progress);
         let stop = loop {
-            match events.recv_timeout(Duration::from_millis(100)) {
-                Ok(event) => {
-                    match &event {
-                        Event::Start(start) => armed = Some(start.armed.clone()),
-                        Event::Hit(hit) => {
-                            if let Some(count) = counts.get_mut(hit.target) {
-                                *count = (*count).max(hit.n);
-                            }
-                        }
-                        _ => {}
+            match messages.recv_timeout(Duration::from_millis(100)) {
+                Ok(Message::Event(index, event)) => {
+                    while channels.len() <= index {
+                        channels.push(Channel::new(self.labels.len()));
                     }
-                    let complete = matches!(event, Event::Complete { .. })
-                        || armed.as_ref().is_some_and(|armed| {
-                            !armed.is_empty()
-                                && armed.iter().all(|&t| {
-                                    counts
-                                        .get(t)
-                                        .zip(self.hits.get(t))
-                                        .is_some_and(|(&count, &wanted)| count >= wanted)
-                                })
-                        });
-                    collected.push(event);
+                    channels[index].take(*event);
+                    // Every rank started and each has what it can reach.
+                    let expected = expected_ranks(known, &channels);
+                    let complete = channels.len() >= expected
+                        && channels.iter().all(|channel| channel.done(&self.hits));
                     // With `--until-exit` the script goes on, watched by the samples alone.
                     if complete && !self.until_exit {
                         break Stop::Complete;
                     }
                 }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => {
-                    // Every process holding the pipe is gone: the script ended.
-                    break Stop::ScriptExited;
+                Ok(Message::Closed) => {
+                    closed += 1;
+                    // Every process holding a channel is gone: the script ended.
+                    if closed >= expected_ranks(known, &channels) {
+                        break Stop::ScriptExited;
+                    }
                 }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break Stop::ScriptExited,
             }
+            let counts = progress_counts(&channels, self.labels.len());
             progress.show(&self.labels, &counts, &self.hits, clock.elapsed());
             if INTERRUPTED.load(Ordering::SeqCst) {
                 break Stop::Interrupted;
@@ -161,21 +280,41 @@ impl Session<'_> {
             if let Ok(Some(_)) = child.try_wait() {
                 // The interpreter is gone; forked workers may still hold the pipe. Read what
                 // is left for a moment, then end the rest of the group.
-                collected.extend(drain(&events, Duration::from_millis(500)));
+                drain(
+                    &messages,
+                    &mut channels,
+                    &self.hits,
+                    Duration::from_millis(500),
+                );
                 break Stop::ScriptExited;
             }
         };
         progress.clear();
         let status = end_group(&mut child);
-        collected.extend(drain(&events, Duration::from_millis(500)));
-        drop(events);
-        // The reader ends once every process holding the pipe is gone, which `end_group` made
-        // sure of; don't wait on it if something outside the group inherited the pipe.
-        if reader_thread.is_finished() {
-            let _ = reader_thread.join();
+        // A rank runs in a session of its own (the launcher starts each so): end each one's
+        // group too, in case the launcher could not.
+        if self.distributed.is_some() {
+            for pid in channels.iter().filter_map(|channel| channel.pid) {
+                signal_group(pid as libc::pid_t, libc::SIGKILL);
+            }
+        }
+        accepting.store(false, Ordering::SeqCst);
+        drain(
+            &messages,
+            &mut channels,
+            &self.hits,
+            Duration::from_millis(500),
+        );
+        drop(messages);
+        // A reader ends once every process holding its channel is gone, which the above made
+        // sure of; don't wait on one if something outside the group inherited the pipe.
+        for reader in readers {
+            if reader.is_finished() {
+                let _ = reader.join();
+            }
         }
         Ok(Outcome {
-            events: collected,
+            channels,
             stop,
             started,
             duration: clock.elapsed().as_secs_f64(),
@@ -184,16 +323,75 @@ impl Session<'_> {
     }
 }
 
-fn drain(events: &mpsc::Receiver<Event>, within: Duration) -> Vec<Event> {
-    let deadline = Instant::now() + within;
-    let mut out = Vec::new();
-    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-        match events.recv_timeout(left) {
-            Ok(event) => out.push(event),
+/// Accepts the ranks' connections until the run is over, a reader thread for each.
+fn accept_ranks(
+    listener: &std::os::unix::net::UnixListener,
+    sender: &mpsc::Sender<Message>,
+    accepting: &AtomicBool,
+) {
+    let mut index = 0;
+    while accepting.load(Ordering::SeqCst) {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                // Blocking reads on the stream itself.
+                let _ = stream.set_nonblocking(false);
+                let sender = sender.clone();
+                std::thread::spawn(move || read_events(index, stream, sender));
+                index += 1;
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
             Err(_) => break,
         }
     }
-    out
+}
+
+/// How many processes the run waits for: `known`, else the local world size a rank reported.
+fn expected_ranks(known: Option<usize>, channels: &[Channel]) -> usize {
+    known
+        .or_else(|| {
+            channels
+                .iter()
+                .find_map(|channel| channel.local_world_size)
+                .map(|size| size as usize)
+        })
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// The progress line's count per watched line: the most any process has.
+fn progress_counts(channels: &[Channel], targets: usize) -> Vec<u64> {
+    (0..targets)
+        .map(|target| {
+            channels
+                .iter()
+                .filter_map(|channel| channel.counts.get(target).copied())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect()
+}
+
+fn drain(
+    messages: &mpsc::Receiver<Message>,
+    channels: &mut Vec<Channel>,
+    wanted: &[u64],
+    within: Duration,
+) {
+    let deadline = Instant::now() + within;
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        match messages.recv_timeout(left) {
+            Ok(Message::Event(index, event)) => {
+                while channels.len() <= index {
+                    channels.push(Channel::new(wanted.len()));
+                }
+                channels[index].take(*event);
+            }
+            Ok(Message::Closed) => {}
+            Err(_) => break,
+        }
+    }
 }
 
 /// Ends the script's process group: SIGTERM first (lets PyTorch and DataLoader workers exit),

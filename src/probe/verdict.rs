@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
-use super::events::{DeviceSample, Hit, Sample, Value};
+use super::events::{DeviceSample, Forward, Hit, Sample, Value};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -221,6 +221,7 @@ pub fn judge_with_run(code: &str, hits: &[&Hit], context: &Context, run: &RunSum
         "TL203" => compiled_per_step(hits, &measures),
         "TL201" => empty_cache(hits, &measures, context),
         "TL202" => anomaly_mode(hits, &measures, run),
+        "TL301" => no_mixed_precision(hits, &measures, context),
         _ => unknown_rule(code, &measures),
     };
     let projection = match decision.status {
@@ -1075,6 +1076,171 @@ fn anomaly_mode(hits: &[&Hit], m: &Measures, run: &RunSummary) -> Decision {
         "anomaly detection is on: every op records a traceback and every backward checks for NaN"
             .to_owned();
     Decision::confirmed(m.class_or(Class::Constant), summary).with(line)
+}
+
+/// The reduced-precision floating dtypes a forward can run in.
+fn is_half(dtype: Option<&str>) -> bool {
+    matches!(dtype, Some("float16" | "bfloat16"))
+}
+
+/// A forward that ran in reduced precision: under autocast, or with half parameters or a
+/// half output.
+fn reduced_precision(forward: &Forward) -> bool {
+    forward.autocast == Some(true)
+        || is_half(forward.param_dtype.as_deref())
+        || is_half(forward.output_dtype.as_deref())
+}
+
+/// TL301: the loop's forward as it ran, one per iteration (a forward pre-hook and a forward
+/// hook on the module the finding's forward calls): float32 parameters and output with
+/// autocast off, on a CUDA device, with grad on.
+fn no_mixed_precision(hits: &[&Hit], m: &Measures, context: &Context) -> Decision {
+    let n = hits.len();
+    let forwards: Vec<&Forward> = hits.iter().filter_map(|hit| hit.forward.as_ref()).collect();
+    let seen = forwards.len();
+    let modules: BTreeSet<&str> = forwards.iter().map(|f| f.module.as_str()).collect();
+    let mut evidence = Vec::new();
+    if seen > 0 {
+        evidence.push(format!(
+            "a forward of `{}` seen on {seen}/{n} iterations",
+            join(&modules)
+        ));
+        let on = count_forwards(&forwards, |f| f.autocast == Some(true));
+        let off = count_forwards(&forwards, |f| f.autocast == Some(false));
+        let casts: BTreeSet<&str> = forwards
+            .iter()
+            .filter(|f| f.autocast == Some(true))
+            .filter_map(|f| f.autocast_dtype.as_deref())
+            .collect();
+        evidence.push(if on == 0 {
+            format!("autocast for CUDA off at {off}/{seen} forwards")
+        } else if casts.is_empty() {
+            format!("autocast for CUDA on at {on}/{seen} forwards")
+        } else {
+            format!(
+                "autocast for CUDA on ({}) at {on}/{seen} forwards",
+                join(&casts)
+            )
+        });
+        if let Some(last) = forwards.iter().rev().find(|f| f.param_dtype.is_some()) {
+            let dtype = last.param_dtype.as_deref().unwrap_or_default();
+            let device = last.param_device.as_deref().unwrap_or("an unknown device");
+            let bytes = last
+                .param_bytes
+                .map(|bytes| format!(", {}", fmt_bytes(bytes as f64)))
+                .unwrap_or_default();
+            evidence.push(format!("parameters: mostly {dtype}, on {device}{bytes}"));
+        }
+        let outputs: BTreeSet<&str> = forwards
+            .iter()
+            .filter_map(|f| f.output_dtype.as_deref())
+            .collect();
+        if !outputs.is_empty() {
+            evidence.push(format!("output dtype: {}", join(&outputs)));
+        }
+        let grad = count_forwards(&forwards, |f| f.grad_enabled == Some(true));
+        evidence.push(format!("grad enabled at {grad}/{seen} forwards"));
+    }
+    let decide = |decision: Decision| evidence.iter().cloned().fold(decision, Decision::with);
+    if !context.gpu {
+        return decide(Decision::not_reproduced(
+            m.class(),
+            "ran without a GPU: the forward ran on the CPU, where there are no CUDA activations for mixed precision to halve".to_owned(),
+        ));
+    }
+    if seen == 0 {
+        return decide(Decision::not_reproduced(
+            m.class(),
+            format!(
+                "no forward of a module with parameters was seen with grad on in {n} iterations of the loop"
+            ),
+        ));
+    }
+    let reduced: Vec<&&Forward> = forwards.iter().filter(|f| reduced_precision(f)).collect();
+    if reduced.len() * 2 >= seen {
+        let autocast = reduced.iter().find(|f| f.autocast == Some(true));
+        let summary = if let Some(forward) = autocast {
+            let dtype = forward
+                .autocast_dtype
+                .as_deref()
+                .unwrap_or("reduced precision");
+            format!(
+                "autocast was on for CUDA ({dtype}) at the forward on {}/{seen} iterations: its matmuls ran, and kept their activations, in {dtype}",
+                count_forwards(&forwards, |f| f.autocast == Some(true))
+            )
+        } else if let Some(forward) = reduced.iter().find(|f| is_half(f.param_dtype.as_deref())) {
+            format!(
+                "the model's parameters are {}: the forward runs in half precision already",
+                forward.param_dtype.as_deref().unwrap_or_default()
+            )
+        } else {
+            let dtype = reduced
+                .iter()
+                .find_map(|f| f.output_dtype.as_deref())
+                .unwrap_or("half precision");
+            format!("the forward returned {dtype}: it runs in half precision already")
+        };
+        return decide(Decision::not_reproduced(m.class(), summary));
+    }
+    let on_cuda = |f: &Forward| {
+        f.param_device
+            .as_deref()
+            .is_some_and(|device| device.starts_with("cuda"))
+    };
+    if count_forwards(&forwards, on_cuda) == 0 {
+        let devices: BTreeSet<&str> = forwards
+            .iter()
+            .filter_map(|f| f.param_device.as_deref())
+            .collect();
+        let summary = if devices.is_empty() {
+            "the device of the model's parameters was not read".to_owned()
+        } else {
+            format!(
+                "the model's parameters are on {}, not on a CUDA device: nothing runs on the GPU to halve",
+                join(&devices)
+            )
+        };
+        return decide(Decision::not_reproduced(m.class(), summary));
+    }
+    if count_forwards(&forwards, |f| f.grad_enabled == Some(true)) == 0 {
+        return decide(Decision::not_reproduced(
+            m.class(),
+            format!(
+                "grad was off at the forward on all {seen} iterations: it keeps no activations for backward"
+            ),
+        ));
+    }
+    let float32 = count_forwards(&forwards, |f| {
+        f.autocast == Some(false)
+            && on_cuda(f)
+            && f.grad_enabled == Some(true)
+            && f.param_dtype.as_deref() == Some("float32")
+            && f.output_dtype
+                .as_deref()
+                .is_none_or(|dtype| dtype == "float32")
+    });
+    if float32 == 0 {
+        return decide(Decision::not_reproduced(
+            m.class(),
+            "the forward's precision could not be read (autocast, or the dtype of its parameters)"
+                .to_owned(),
+        ));
+    }
+    let module = forwards
+        .iter()
+        .rev()
+        .find(|f| on_cuda(f))
+        .map_or("the model", |f| f.module.as_str());
+    decide(Decision::confirmed(
+        Class::Constant,
+        format!(
+            "the forward of `{module}` ran in float32 with autocast off on the GPU on {float32}/{seen} iterations: the activations it keeps for backward are float32, twice what bfloat16 would keep"
+        ),
+    ))
+}
+
+fn count_forwards(forwards: &[&Forward], test: impl Fn(&Forward) -> bool) -> usize {
+    forwards.iter().filter(|f| test(f)).count()
 }
 
 /// A rule the probe has no predicate for: memory growth alone decides.
@@ -2840,6 +3006,157 @@ mod tests {
             verdict.summary.starts_with("ran without a GPU"),
             "{verdict:?}"
         );
+    }
+
+    /// TL301's iterations, each with the forward its hooks read.
+    fn forwards(len: usize, forward: Forward) -> Vec<Hit> {
+        let mut hits = Stream::new(len).hits;
+        for hit in &mut hits {
+            hit.values.clear();
+            hit.forward = Some(forward.clone());
+        }
+        hits
+    }
+
+    fn float32_forward() -> Forward {
+        Forward {
+            module: "Sequential".into(),
+            autocast: Some(false),
+            autocast_dtype: None,
+            grad_enabled: Some(true),
+            param_dtype: Some("float32".into()),
+            param_device: Some("cuda:0".into()),
+            param_bytes: Some(16 * MIB),
+            output_dtype: Some("float32".into()),
+        }
+    }
+
+    #[test]
+    fn a_float32_forward_on_the_gpu_confirms_no_mixed_precision() {
+        let hits = forwards(30, float32_forward());
+        let hits: Vec<&Hit> = hits.iter().collect();
+        let verdict = judge_with_run("TL301", &hits, &context(), &RunSummary::default());
+        assert_eq!(verdict.status, Status::Confirmed, "{verdict:?}");
+        assert_eq!(verdict.class, Class::Constant, "{verdict:?}");
+        assert_eq!(
+            verdict.summary,
+            "the forward of `Sequential` ran in float32 with autocast off on the GPU on 30/30 iterations: the activations it keeps for backward are float32, twice what bfloat16 would keep"
+        );
+        for line in [
+            "a forward of `Sequential` seen on 30/30 iterations",
+            "autocast for CUDA off at 30/30 forwards",
+            "parameters: mostly float32, on cuda:0, 16.0 MiB",
+            "output dtype: float32",
+            "grad enabled at 30/30 forwards",
+        ] {
+            assert!(has(&verdict.evidence, line), "{line}: {verdict:?}");
+        }
+        // The loop's last header hit ends the loop: no forward in it, still confirmed.
+        let mut hits = forwards(30, float32_forward());
+        hits.last_mut().unwrap().forward = None;
+        let hits: Vec<&Hit> = hits.iter().collect();
+        let verdict = judge_with_run("TL301", &hits, &context(), &RunSummary::default());
+        assert_eq!(verdict.status, Status::Confirmed, "{verdict:?}");
+        assert!(
+            has(&verdict.evidence, "seen on 29/30 iterations"),
+            "{verdict:?}"
+        );
+    }
+
+    #[test]
+    fn a_forward_under_autocast_refutes_no_mixed_precision() {
+        let hits = forwards(
+            30,
+            Forward {
+                autocast: Some(true),
+                autocast_dtype: Some("bfloat16".into()),
+                output_dtype: Some("bfloat16".into()),
+                ..float32_forward()
+            },
+        );
+        let hits: Vec<&Hit> = hits.iter().collect();
+        let verdict = judge_with_run("TL301", &hits, &context(), &RunSummary::default());
+        assert_eq!(verdict.status, Status::NotReproduced, "{verdict:?}");
+        assert_eq!(
+            verdict.summary,
+            "autocast was on for CUDA (bfloat16) at the forward on 30/30 iterations: its matmuls ran, and kept their activations, in bfloat16"
+        );
+        assert!(
+            has(
+                &verdict.evidence,
+                "autocast for CUDA on (bfloat16) at 30/30 forwards"
+            ),
+            "{verdict:?}"
+        );
+    }
+
+    #[test]
+    fn a_bfloat16_model_refutes_no_mixed_precision() {
+        let hits = forwards(
+            30,
+            Forward {
+                param_dtype: Some("bfloat16".into()),
+                param_bytes: Some(8 * MIB),
+                output_dtype: Some("bfloat16".into()),
+                ..float32_forward()
+            },
+        );
+        let hits: Vec<&Hit> = hits.iter().collect();
+        let verdict = judge_with_run("TL301", &hits, &context(), &RunSummary::default());
+        assert_eq!(verdict.status, Status::NotReproduced, "{verdict:?}");
+        assert_eq!(
+            verdict.summary,
+            "the model's parameters are bfloat16: the forward runs in half precision already"
+        );
+        assert!(
+            has(
+                &verdict.evidence,
+                "parameters: mostly bfloat16, on cuda:0, 8.0 MiB"
+            ),
+            "{verdict:?}"
+        );
+    }
+
+    #[test]
+    fn no_mixed_precision_is_not_confirmed_without_a_gpu_or_a_forward() {
+        let hits = forwards(
+            30,
+            Forward {
+                param_device: Some("cpu".into()),
+                ..float32_forward()
+            },
+        );
+        let hits: Vec<&Hit> = hits.iter().collect();
+        let verdict = judge_with_run("TL301", &hits, &cpu_context(), &RunSummary::default());
+        assert_eq!(verdict.status, Status::NotReproduced, "{verdict:?}");
+        assert!(
+            verdict.summary.starts_with("ran without a GPU"),
+            "{verdict:?}"
+        );
+        // What was seen is still said.
+        assert!(
+            has(&verdict.evidence, "parameters: mostly float32, on cpu"),
+            "{verdict:?}"
+        );
+        // On a GPU machine, a model left on the CPU.
+        let verdict = judge_with_run("TL301", &hits, &context(), &RunSummary::default());
+        assert_eq!(verdict.status, Status::NotReproduced, "{verdict:?}");
+        assert!(
+            verdict
+                .summary
+                .starts_with("the model's parameters are on cpu"),
+            "{verdict:?}"
+        );
+        // Iterations in which no forward ran with grad on.
+        let hits = Stream::new(10).hits;
+        let hits: Vec<&Hit> = hits.iter().collect();
+        let verdict = judge_with_run("TL301", &hits, &context(), &RunSummary::default());
+        assert_eq!(verdict.status, Status::NotReproduced, "{verdict:?}");
+        assert_eq!(
+            verdict.summary,
+            "no forward of a module with parameters was seen with grad on in 10 iterations of the loop"
+        );
+        assert_eq!(judge("TL301", &[], &context()).status, Status::NotReached);
     }
 
     #[test]
