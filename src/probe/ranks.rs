@@ -6,6 +6,7 @@ use std::process::ExitStatus;
 
 use serde::Serialize;
 
+use super::budget::Split;
 use super::report::{ProbeReport, Stop};
 use super::verdict::{Status, Verdict};
 
@@ -28,6 +29,15 @@ pub struct RankRun {
     /// When it ended, seconds since the epoch.
     #[serde(skip)]
     pub ended: Option<f64>,
+    /// The most its allocator held on the device, and its host RSS at most.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_allocated: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_rss: Option<u64>,
+    /// Its memory at its peak, split into parameters, gradients, optimizer state and the rest
+    /// (the report's own `budget` is the lowest rank's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Split>,
 }
 
 /// Merges the ranks' reports (`ranks`, each assembled from `frame` and one rank's events) into
@@ -63,6 +73,9 @@ pub fn merge(
                 .and_then(|traceback| traceback.trim_end().lines().last())
                 .map(str::to_owned),
             ended: report.exit.as_ref().map(|exit| exit.t),
+            peak_allocated: report.summary.peak_allocated,
+            peak_rss: report.summary.peak_rss,
+            budget: report.budget.clone(),
         })
         .collect();
     // The rank that failed first is why the job failed: the others were ended after it.

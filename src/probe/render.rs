@@ -416,7 +416,8 @@ fn write_budget(out: &mut dyn Write, split: &Split, indent: &str) -> io::Result<
     Ok(())
 }
 
-/// A distributed job's ranks and how each ended: `0 exited 0, 1 exited 1 (RuntimeError: ...)`.
+/// A distributed job's ranks and how each ended: `0 exited 0 (peak 650 MiB host RSS); 1 exited
+/// 1 (RuntimeError: ...)`.
 fn ranks_line(report: &ProbeReport) -> String {
     let ranks: Vec<String> = report
         .ranks
@@ -426,15 +427,27 @@ fn ranks_line(report: &ProbeReport) -> String {
                 Some(status) => format!("exited {status}"),
                 None => "ended by the probe".to_owned(),
             };
-            match &rank.error {
-                Some(error) => format!("{} {ended} ({error})", rank.rank),
-                None => format!("{} {ended}", rank.rank),
+            let details: Vec<String> = [
+                rank.error.clone(),
+                rank.peak_allocated.map(|bytes| {
+                    format!("peak {} allocated on the device", fmt_bytes(bytes as f64))
+                }),
+                rank.peak_rss
+                    .map(|bytes| format!("peak {} host RSS", fmt_bytes(bytes as f64))),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            if details.is_empty() {
+                format!("{} {ended}", rank.rank)
+            } else {
+                format!("{} {ended} ({})", rank.rank, details.join(", "))
             }
         })
         .collect();
     format!(
         "{} through torch.distributed.run: {}",
         report.ranks.len(),
-        ranks.join(", ")
+        ranks.join("; ")
     )
 }

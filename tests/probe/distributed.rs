@@ -110,6 +110,10 @@ fn each_rank_gets_its_verdict_and_a_line_only_rank_0_reaches_says_so() {
         .map(|rank| rank["rank"].as_u64().unwrap())
         .collect();
     assert_eq!(ranks, [0, 1], "{report:#}");
+    // Each rank's own peak, read in its own process.
+    for rank in report["ranks"].as_array().unwrap() {
+        assert!(rank["peak_rss"].as_u64().unwrap() > 0, "{report:#}");
+    }
 
     let kept = finding(&report, "TL102");
     assert_eq!(kept["line"], 20);
