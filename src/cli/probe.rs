@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use clap::{Args, ValueEnum};
+use clap::{Args, Subcommand, ValueEnum};
 
 use super::{ColorChoice, RuleSelection, print_error, print_errors, use_color};
 use crate::probe::launcher;
@@ -16,7 +16,10 @@ pub enum ProbeFormat {
 }
 
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct ProbeArgs {
+    #[command(subcommand)]
+    pub command: Option<ProbeCommand>,
     /// The training script to run (as `python SCRIPT ARGS...` would). Left out when what
     /// follows `--` is a launcher's command line (`-- torchrun --nproc-per-node 2 train.py`).
     pub script: Option<PathBuf>,
@@ -93,8 +96,24 @@ fn parse_watch(text: &str) -> Result<(String, usize), String> {
 /// `--timeout` when it is not given (and `--until-exit` is not either).
 const DEFAULT_TIMEOUT_SECS: f64 = 300.0;
 
+#[derive(Debug, Subcommand)]
+pub enum ProbeCommand {
+    /// Merge the JSON reports (`--output-format json`) that each host's probe wrote for its
+    /// ranks of one distributed job into one report: every rank's verdicts side by side, each
+    /// watched line judged over the whole job, the rank that failed first on any host. Prints
+    /// the merged JSON report; exits as `probe` would for the whole job.
+    Merge {
+        /// One JSON report per host.
+        #[arg(required = true, value_name = "REPORT")]
+        reports: Vec<PathBuf>,
+    },
+}
+
 pub fn run(args: ProbeArgs) -> u8 {
     crate::checker::install_panic_hook();
+    if let Some(ProbeCommand::Merge { reports }) = &args.command {
+        return merge(reports);
+    }
     if args.nproc_per_node == Some(0) {
         print_error("--nproc-per-node must be at least 1");
         return 2;
@@ -231,4 +250,42 @@ pub fn run(args: ProbeArgs) -> u8 {
         );
     }
     code
+}
+
+/// `torchlint probe merge REPORT...`.
+fn merge(paths: &[PathBuf]) -> u8 {
+    let mut hosts = Vec::new();
+    for path in paths {
+        let read = std::fs::read(path)
+            .map_err(|error| format!("{}: cannot read the report: {error}", path.display()))
+            .and_then(|bytes| {
+                serde_json::from_slice(&bytes).map_err(|error| {
+                    format!(
+                        "{}: not a JSON report of `torchlint probe --output-format json` ({error})",
+                        path.display()
+                    )
+                })
+            });
+        match read {
+            Ok(report) => hosts.push(probe::merge::HostReport {
+                name: path.display().to_string(),
+                report,
+            }),
+            Err(error) => {
+                print_error(&error);
+                return 2;
+            }
+        }
+    }
+    match probe::merge::merge(hosts) {
+        Ok(merged) => {
+            let text = serde_json::to_string_pretty(&merged).unwrap_or_default();
+            println!("{text}");
+            probe::merge::exit_code(&merged)
+        }
+        Err(error) => {
+            print_error(&error);
+            2
+        }
+    }
 }

@@ -15,6 +15,7 @@ mod device;
 pub mod events;
 pub mod html;
 pub mod launcher;
+pub mod merge;
 pub mod plan;
 mod processes;
 mod ranks;

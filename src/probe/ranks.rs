@@ -4,14 +4,14 @@
 
 use std::process::ExitStatus;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::budget::Split;
 use super::report::{ProbeReport, Stop};
 use super::verdict::{Status, Verdict};
 
 /// One rank's verdict on a watched line.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RankVerdict {
     pub rank: u32,
     pub verdict: Verdict,
@@ -26,8 +26,8 @@ pub struct RankRun {
     /// The last line of its traceback, when it raised.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// When it ended, seconds since the epoch.
-    #[serde(skip)]
+    /// When it ended, seconds since the epoch: which rank failed first, across hosts too.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub ended: Option<f64>,
     /// The most its allocator held on the device, and its host RSS at most.
     #[serde(skip_serializing_if = "Option::is_none")]

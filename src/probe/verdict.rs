@@ -5,11 +5,11 @@
 
 use std::collections::BTreeSet;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::events::{DeviceSample, Forward, Hit, Sample, Value};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Status {
     /// A measurement shows the hazard: growth attributable to the line, or its cost.
@@ -22,7 +22,7 @@ pub enum Status {
 }
 
 /// How the memory behaved across hits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Class {
     /// Allocated GPU memory grows with every hit.
@@ -50,7 +50,7 @@ impl Class {
 }
 
 /// A least-squares slope of a counter against the hit number.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Slope {
     /// Units per hit (bytes, or nodes for the graph).
     pub per_hit: f64,
@@ -60,7 +60,7 @@ pub struct Slope {
     pub hits: usize,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
     pub status: Status,
     pub class: Class,

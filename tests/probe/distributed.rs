@@ -289,3 +289,70 @@ fn a_launcher_command_line_the_probe_cannot_run_is_refused_with_the_reason() {
         run.stderr
     );
 }
+
+#[test]
+fn two_hosts_probed_apart_merge_into_one_jobs_report() {
+    let Some(python) = require_torch("two_hosts_probed_apart") else {
+        return;
+    };
+    let project = Project::new();
+    project.write("ddp.py", DDP_SCRIPT);
+    let python = python.to_str().unwrap();
+    // Two "hosts" on this one: each its own launcher and probe, one rank each, meeting at a
+    // free port (static rendezvous, as two machines of a cluster would).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port()
+        .to_string();
+    let hosts: Vec<std::process::Child> = (0..2)
+        .map(|node| {
+            let report = std::fs::File::create(project.path().join(format!("node{node}.json")))
+                .expect("report file");
+            project
+                .command()
+                .args(["probe", "--output-format", "json", "--"])
+                .args([python, "-m", "torch.distributed.run", "--nnodes", "2"])
+                .args(["--node-rank", &node.to_string(), "--nproc-per-node", "1"])
+                .args([
+                    "--master-addr",
+                    "127.0.0.1",
+                    "--master-port",
+                    &port,
+                    "ddp.py",
+                ])
+                .env("OMP_NUM_THREADS", "1")
+                .env("CUDA_VISIBLE_DEVICES", "")
+                .stdout(report)
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("spawn torchlint probe")
+        })
+        .collect();
+    for mut host in hosts {
+        host.wait().expect("a host's probe");
+    }
+    let run = project.run(&["probe", "merge", "node0.json", "node1.json"]);
+    let merged = json(&run);
+    let ranks: Vec<u64> = merged["ranks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{merged:#}\n{}", run.stderr))
+        .iter()
+        .map(|rank| rank["rank"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ranks, [0, 1], "{merged:#}");
+    let evaluation = finding(&merged, "TL101");
+    assert_eq!(
+        rank_statuses(evaluation),
+        [(0, "confirmed".to_owned()), (1, "not-reached".to_owned())]
+    );
+    assert!(
+        evaluation["verdict"]["summary"]
+            .as_str()
+            .unwrap()
+            .ends_with("; not reached on rank 1"),
+        "{evaluation:#}"
+    );
+    assert_eq!(run.code, 1, "a confirmed finding: {}", run.stderr);
+    assert_ranks_ended(&project);
+}
