@@ -218,6 +218,10 @@ pub struct Hit {
     pub target: usize,
     /// 1 for the first execution of the line, 2 for the second, ...
     pub n: u64,
+    /// The CUDA device current in the process when the line ran (`torch.cuda.current_device()`,
+    /// once CUDA is up): in a distributed job, which GPU the rank computes on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<u32>,
     /// `torch.is_grad_enabled()` when the line started (None before torch is imported).
     #[serde(default)]
     pub grad_enabled: Option<bool>,

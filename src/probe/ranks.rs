@@ -29,6 +29,9 @@ pub struct RankRun {
     /// When it ended, seconds since the epoch: which rank failed first, across hosts too.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ended: Option<f64>,
+    /// The CUDA device its watched lines ran on (the GPU the rank computes on).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<u32>,
     /// The most its allocator held on the device, and its host RSS at most.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peak_allocated: Option<u64>,
@@ -73,6 +76,7 @@ pub fn merge(
                 .and_then(|traceback| traceback.trim_end().lines().last())
                 .map(str::to_owned),
             ended: report.exit.as_ref().map(|exit| exit.t),
+            device: report.hits.iter().rev().find_map(|hit| hit.device),
             peak_allocated: report.summary.peak_allocated,
             peak_rss: report.summary.peak_rss,
             budget: report.budget.clone(),

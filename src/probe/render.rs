@@ -429,6 +429,7 @@ fn ranks_line(report: &ProbeReport) -> String {
             };
             let details: Vec<String> = [
                 rank.error.clone(),
+                rank.device.map(|device| format!("on cuda:{device}")),
                 rank.peak_allocated.map(|bytes| {
                     format!("peak {} allocated on the device", fmt_bytes(bytes as f64))
                 }),

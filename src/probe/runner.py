@@ -278,7 +278,9 @@ def add_hit_counters(event, want_pinned, want_allocs):
     cuda = initialised_cuda(torch) if torch is not None else None
     if cuda is None:
         return
-    stats = AllocatorStats.device(torch, cuda, cuda.current_device())
+    device = cuda.current_device()
+    event["device"] = device
+    stats = AllocatorStats.device(torch, cuda, device)
     event["allocated"] = pick(stats, "allocated_bytes", "all", "current")
     event["reserved"] = pick(stats, "reserved_bytes", "all", "current")
     if want_allocs:
