@@ -824,11 +824,7 @@ class RetainedGraphUse:
     def observe(self, event, code, frame):
         if self.used is not None:
             event["reused"] = self.used[0]
-        for handle in self.handles:
-            try:
-                handle.remove()
-            except Exception:
-                pass
+        remove_hooks(self.handles)
         self.handles = []
         self.used = None
         try:
@@ -1165,14 +1161,19 @@ class ForwardWatch:
             self.drop_finder()
         except Exception:
             pass
-        for handle in self.handles:
-            try:
-                handle.remove()
-            except Exception:
-                pass
+        remove_hooks(self.handles)
         self.handles = []
         seen, self.seen = self.seen, None
         return seen
+
+
+def remove_hooks(handles):
+    """Takes hooks off; one that fails to come off (its module gone) leaves the rest to go."""
+    for handle in handles:
+        try:
+            handle.remove()
+        except Exception:
+            pass
 
 
 def parameter_precision(module):

@@ -269,8 +269,10 @@ impl Session<'_> {
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break Stop::ScriptExited,
             }
-            let counts = progress_counts(&channels, self.labels.len());
-            progress.show(&self.labels, &counts, &self.hits, clock.elapsed());
+            if progress.due() {
+                let counts = progress_counts(&channels, self.labels.len());
+                progress.show(&self.labels, &counts, &self.hits, clock.elapsed());
+            }
             if INTERRUPTED.load(Ordering::SeqCst) {
                 break Stop::Interrupted;
             }
@@ -441,12 +443,16 @@ impl Progress {
         }
     }
 
-    fn show(&mut self, labels: &[String], counts: &[u64], hits: &[u64], elapsed: Duration) {
-        if !self.enabled
-            || self
+    /// Whether the line is shown and due for a refresh: the counts are gathered only then.
+    fn due(&self) -> bool {
+        self.enabled
+            && self
                 .last
-                .is_some_and(|last| last.elapsed() < Duration::from_millis(250))
-        {
+                .is_none_or(|last| last.elapsed() >= Duration::from_millis(250))
+    }
+
+    fn show(&mut self, labels: &[String], counts: &[u64], hits: &[u64], elapsed: Duration) {
+        if !self.due() {
             return;
         }
         self.last = Some(Instant::now());
