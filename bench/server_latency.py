@@ -7,8 +7,11 @@ each edit types a space at the end of a line or deletes it again, all over the f
 typing does. `--pattern typing` types a letter inside a line instead (then deletes it), for
 edits that change tokens. Python 3 stdlib only.
 
-Usage: python3 bench/server_latency.py [--torchlint target/release/torchlint] [--edits 200]
-                                       [--pattern trailing-space|typing]
+Usage: python3 bench/server_latency.py [--torchlint target/release/torchlint] [--before PATH]
+                                       [--edits 200] [--rounds N] [--pattern trailing-space|typing]
+
+--before runs an older binary on the same edits, alternating with the new one round by round,
+and prints the ratio of their p50 and p95 (the issue's "no worse than before").
 """
 
 from __future__ import annotations
@@ -83,10 +86,66 @@ class Server:
                 raise TimeoutError("no answer from the server")
 
 
+def edit_latencies(binary: str, text: str, edits: int, pattern: str) -> list[float]:
+    """Opens `text` in a fresh server and times each of `edits` edits, one at a time (ms)."""
+    lines = text.splitlines()
+    server = Server(binary)
+    server.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": {}}})
+    server.wait(lambda: 1 in server.responses)
+    server.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+    uri = (REPO / "bench" / "latency_document.py").as_uri()
+    server.send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {
+        "textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}}})
+    server.wait(lambda: 1 in server.published)
+
+    latencies = []
+    for edit in range(edits):
+        version = edit + 2
+        # Each pair of edits types a character on one line, then deletes it again.
+        line = ((edit - edit % 2) * 37) % len(lines)
+        if pattern == "typing":
+            column = ((edit - edit % 2) * 7919) % (len(lines[line]) + 1)
+            typed = "x"
+        else:
+            column = len(lines[line])
+            typed = " "
+        if edit % 2 == 0:
+            change = {"range": {"start": {"line": line, "character": column},
+                                "end": {"line": line, "character": column}}, "text": typed}
+        else:
+            change = {"range": {"start": {"line": line, "character": column},
+                                "end": {"line": line, "character": column + 1}}, "text": ""}
+        started = server.send({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
+            "textDocument": {"uri": uri, "version": version}, "contentChanges": [change]}})
+        server.wait(lambda: version in server.published)
+        latencies.append((server.published[version] - started) * 1000)
+
+    server.send({"jsonrpc": "2.0", "id": 2, "method": "shutdown", "params": None})
+    server.wait(lambda: 2 in server.responses)
+    server.send({"jsonrpc": "2.0", "method": "exit", "params": None})
+    server.process.wait(timeout=10)
+    return latencies
+
+
+def percentiles(latencies: list[float]) -> tuple[float, float]:
+    ordered = sorted(latencies)
+    return statistics.median(ordered), ordered[max(0, int(round(0.95 * len(ordered))) - 1)]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--torchlint", default=str(REPO / "target" / "release" / "torchlint"))
+    parser.add_argument(
+        "--before",
+        metavar="PATH",
+        help="an older binary, run on the same edits in the same rounds (alternating with "
+        "--torchlint), so that the two are compared under the same load",
+    )
     parser.add_argument("--edits", type=int, default=200)
+    parser.add_argument(
+        "--rounds", type=int, default=1,
+        help="servers started per binary; p50 and p95 are over every round's edits",
+    )
     parser.add_argument("--lines", type=int, default=3000)
     parser.add_argument(
         "--pattern",
@@ -109,50 +168,28 @@ def main() -> int:
         text = "".join(args.document.read_text().splitlines(keepends=True)[: args.lines])
     else:
         text = training_file(args.lines)
-    lines = text.splitlines()
-    server = Server(args.torchlint)
-    server.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": {}}})
-    server.wait(lambda: 1 in server.responses)
-    server.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
-    uri = (REPO / "bench" / "latency_document.py").as_uri()
-    server.send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {
-        "textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}}})
-    server.wait(lambda: 1 in server.published)
+    binaries = {"torchlint": args.torchlint}
+    if args.before:
+        binaries["before"] = args.before
+    latencies: dict[str, list[float]] = {name: [] for name in binaries}
+    for _ in range(args.rounds):
+        for name, binary in binaries.items():
+            latencies[name] += edit_latencies(binary, text, args.edits, args.pattern)
 
-    latencies = []
-    for edit in range(args.edits):
-        version = edit + 2
-        # Each pair of edits types a character on one line, then deletes it again.
-        line = ((edit - edit % 2) * 37) % len(lines)
-        if args.pattern == "typing":
-            column = ((edit - edit % 2) * 7919) % (len(lines[line]) + 1)
-            typed = "x"
-        else:
-            column = len(lines[line])
-            typed = " "
-        if edit % 2 == 0:
-            change = {"range": {"start": {"line": line, "character": column},
-                                "end": {"line": line, "character": column}}, "text": typed}
-        else:
-            change = {"range": {"start": {"line": line, "character": column},
-                                "end": {"line": line, "character": column + 1}}, "text": ""}
-        started = server.send({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
-            "textDocument": {"uri": uri, "version": version}, "contentChanges": [change]}})
-        server.wait(lambda: version in server.published)
-        latencies.append((server.published[version] - started) * 1000)
-
-    server.send({"jsonrpc": "2.0", "id": 2, "method": "shutdown", "params": None})
-    server.wait(lambda: 2 in server.responses)
-    server.send({"jsonrpc": "2.0", "method": "exit", "params": None})
-    server.process.wait(timeout=10)
-
-    latencies.sort()
-    p50 = statistics.median(latencies)
-    p95 = latencies[max(0, int(round(0.95 * len(latencies))) - 1)]
-    print(f"document: {len(lines)} lines, {len(text) / 1024:.0f} KiB; {len(latencies)} edits, one at a time ({args.pattern})")
-    print(f"didChange -> publishDiagnostics: p50 {p50:.2f} ms, p95 {p95:.2f} ms, max {latencies[-1]:.2f} ms")
+    print(f"document: {len(text.splitlines())} lines, {len(text) / 1024:.0f} KiB; "
+          f"{args.edits} edits, one at a time ({args.pattern}), {args.rounds} round(s)")
+    for name, measured in latencies.items():
+        p50, p95 = percentiles(measured)
+        print(f"{name:<10} didChange -> publishDiagnostics: p50 {p50:.2f} ms, p95 {p95:.2f} ms, "
+              f"max {max(measured):.2f} ms")
+    p50, p95 = percentiles(latencies["torchlint"])
     verdict = "PASS" if p95 <= TARGET_P95_MS else "FAIL"
     print(f"target: p95 <= {TARGET_P95_MS:.0f} ms: {verdict}")
+    if args.before:
+        before50, before95 = percentiles(latencies["before"])
+        verdict = "PASS" if p50 <= before50 and p95 <= before95 else "FAIL"
+        print(f"torchlint / before: p50 {p50 / before50:.2f}x, p95 {p95 / before95:.2f}x "
+              f"(target: no worse than before): {verdict}")
     return 0
 
 
