@@ -1,5 +1,6 @@
 //! `torchlint probe`: lint a script, run it under the probe, print the verdicts.
 
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -78,6 +79,10 @@ pub struct ProbeArgs {
     /// inside every rank; each watched line gets a verdict per rank.
     #[arg(long, value_name = "N")]
     pub nproc_per_node: Option<usize>,
+    /// Hosts in the job: only 1 (with --nproc-per-node); probe a job over several hosts host
+    /// by host, then `torchlint probe merge`.
+    #[arg(long, value_name = "N")]
+    pub nnodes: Option<usize>,
     /// Also watch this line as if the rule had flagged it (`TL102:41`; repeatable).
     #[arg(long, hide = true, value_name = "CODE:LINE", value_parser = parse_watch)]
     pub watch: Vec<(String, usize)>,
@@ -98,25 +103,59 @@ const DEFAULT_TIMEOUT_SECS: f64 = 300.0;
 
 #[derive(Debug, Subcommand)]
 pub enum ProbeCommand {
-    /// Merge the JSON reports (`--output-format json`) that each host's probe wrote for its
-    /// ranks of one distributed job into one report: every rank's verdicts side by side, each
-    /// watched line judged over the whole job, the rank that failed first on any host. Prints
-    /// the merged JSON report; exits as `probe` would for the whole job.
+    /// Merge the JSON reports of a distributed job's hosts into one report
     Merge {
-        /// One JSON report per host.
+        /// One report per host (`torchlint probe --output-format json -- torchrun ... >
+        /// host0.json`).
         #[arg(required = true, value_name = "REPORT")]
         reports: Vec<PathBuf>,
+        /// Also write a self-contained HTML report (no memory timeline) to this file.
+        #[arg(long, value_name = "FILE")]
+        report: Option<PathBuf>,
+        /// How to print the merged report.
+        #[arg(long, value_enum, default_value_t = ProbeFormat::Full)]
+        output_format: ProbeFormat,
+        /// When to color the output.
+        #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
+        color: ColorChoice,
     },
 }
 
 pub fn run(args: ProbeArgs) -> u8 {
     crate::checker::install_panic_hook();
-    if let Some(ProbeCommand::Merge { reports }) = &args.command {
-        return merge(reports);
+    if let Some(ProbeCommand::Merge {
+        reports,
+        report,
+        output_format,
+        color,
+    }) = &args.command
+    {
+        return merge(reports, *output_format, *color, report.as_deref());
     }
     if args.nproc_per_node == Some(0) {
         print_error("--nproc-per-node must be at least 1");
         return 2;
+    }
+    match args.nnodes {
+        Some(0) => {
+            print_error("--nnodes must be at least 1");
+            return 2;
+        }
+        Some(hosts) if hosts > 1 => {
+            print_error(&format!(
+                "--nnodes {hosts}: the probe runs one host's ranks; probe each host with its launcher's command line after `--` (`torchlint probe --output-format json -- torchrun --nnodes {hosts} --node-rank 0 ... train.py > host0.json`), then combine the reports with `torchlint probe merge host0.json host1.json`"
+            ));
+            return 2;
+        }
+        Some(_) if args.nproc_per_node.is_none() => {
+            print_error(if args.script.is_none() && !args.script_args.is_empty() {
+                "--nnodes goes on the launcher's command line, not before it"
+            } else {
+                "--nnodes 1 goes with --nproc-per-node N, the ranks to run (`torchlint probe train.py --nnodes 1 --nproc-per-node 2`)"
+            });
+            return 2;
+        }
+        _ => {}
     }
     // The script, its arguments and how to launch it: `probe SCRIPT [--nproc-per-node N] --
     // ARGS`, or `probe -- LAUNCHER ... SCRIPT ARGS`.
@@ -253,7 +292,12 @@ pub fn run(args: ProbeArgs) -> u8 {
 }
 
 /// `torchlint probe merge REPORT...`.
-fn merge(paths: &[PathBuf]) -> u8 {
+fn merge(
+    paths: &[PathBuf],
+    format: ProbeFormat,
+    color: ColorChoice,
+    html: Option<&std::path::Path>,
+) -> u8 {
     let mut hosts = Vec::new();
     for path in paths {
         let read = std::fs::read(path)
@@ -277,15 +321,64 @@ fn merge(paths: &[PathBuf]) -> u8 {
             }
         }
     }
-    match probe::merge::merge(hosts) {
-        Ok(merged) => {
-            let text = serde_json::to_string_pretty(&merged).unwrap_or_default();
-            println!("{text}");
-            probe::merge::exit_code(&merged)
-        }
+    let hosts_line = probe::merge::hosts_line(&hosts);
+    let merged = match probe::merge::merge(hosts) {
+        Ok(merged) => merged,
         Err(error) => {
             print_error(&error);
-            2
+            return 2;
+        }
+    };
+    // The text and HTML reports render the probe's own report type; JSON prints the merged
+    // JSON as it is.
+    let report = (format == ProbeFormat::Full || html.is_some())
+        .then(|| probe::merge::to_report(&merged, hosts_line));
+    let mut out = Vec::new();
+    let written = match (format, &report) {
+        (ProbeFormat::Full, Some(Ok(report))) => {
+            let color = use_color(color, std::io::IsTerminal::is_terminal(&std::io::stdout()));
+            probe::render_full_report(report, color, &mut out)
+        }
+        (ProbeFormat::Full, Some(Err(error))) => {
+            print_error(error);
+            return 2;
+        }
+        _ => serde_json::to_string_pretty(&merged)
+            .map_err(std::io::Error::other)
+            .and_then(|text| writeln!(out, "{text}")),
+    };
+    if let Err(error) = written.and_then(|()| super::check::emit(&out, None)) {
+        print_error(&error.to_string());
+        return 2;
+    }
+    if let (Some(path), Some(report)) = (html, &report) {
+        let report = match report {
+            Ok(report) => report,
+            Err(error) => {
+                print_error(&format!("{}: no HTML report: {error}", path.display()));
+                return 2;
+            }
+        };
+        let page = probe::html::render_without_timeline(
+            report,
+            "No memory timeline: the hosts' JSON reports carry the verdicts and each rank's peaks, not the memory series. A host's own probe draws its timeline (--report FILE).",
+        );
+        if let Err(error) = crate::files::write_output(path, page.as_bytes()) {
+            print_error(&format!(
+                "{}: cannot write the HTML report: {error}",
+                path.display()
+            ));
+            return 2;
         }
     }
+    let code = probe::merge::exit_code(&merged);
+    if let Some(status) = merged["exit"]["status"]
+        .as_i64()
+        .filter(|status| *status != 0)
+    {
+        eprintln!(
+            "torchlint probe merge: the script failed (exit status {status}); exits with {code}"
+        );
+    }
+    code
 }

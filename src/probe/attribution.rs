@@ -6,13 +6,13 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::events::Attribution;
 use super::report::ProbeReport;
 
 /// A line holding memory at one moment.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Held {
     /// `train.py:41` for the script's lines, the path for other files; "outside your code" for
     /// memory allocated where no frame of the user's code was on the stack.
@@ -25,7 +25,7 @@ pub struct Held {
 }
 
 /// A line whose live memory rose across the run's snapshots.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Growing {
     pub place: String,
     pub first: u64,
@@ -39,7 +39,7 @@ pub struct Growing {
 }
 
 /// What `--attribute` found over the run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Attributed {
     /// The lines holding the most at the snapshot with the most live memory.
     pub at_peak: Vec<Held>,
@@ -52,7 +52,7 @@ pub struct Attributed {
 }
 
 /// One line's live bytes over the run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OverTime {
     pub place: String,
     /// (seconds since the Unix epoch, bytes), at the snapshots that list the line (one that

@@ -2,7 +2,7 @@
 //! optimizer state, activations and other tensors, and the allocator's cache; and whether an
 //! out-of-memory error was fragmentation.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::events::{Budget, OutOfMemory};
 use super::verdict::fmt_bytes;
@@ -11,14 +11,14 @@ use super::verdict::fmt_bytes;
 pub const ACTIVATIONS: &str = "activations (made in a forward)";
 
 /// One part of the budget.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Part {
     pub what: String,
     pub bytes: u64,
 }
 
 /// A budget as reported: what the runner read, and the parts it splits into.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Split {
     #[serde(flatten)]
     pub read: Budget,

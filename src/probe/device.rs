@@ -11,6 +11,7 @@
 //! it), the runner reads `torch.cuda.mem_get_info` inside the script's process instead, once the
 //! script has a context of its own there ([`MemorySource::InProcess`]).
 
+use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -95,8 +96,10 @@ impl Device {
     pub fn sample(&self, every: Duration) -> Sampler {
         let stop = Arc::new(AtomicBool::new(false));
         let samples = Arc::new(Mutex::new(Vec::new()));
+        let held = Arc::new(Mutex::new(BTreeMap::new()));
         let thread = self.nvml.as_ref().map(|nvml| {
             let (nvml, stop, samples) = (Arc::clone(nvml), Arc::clone(&stop), Arc::clone(&samples));
+            let held = Arc::clone(&held);
             std::thread::spawn(move || {
                 let Ok(device) = nvml.nvml.device_by_uuid(nvml.uuid.as_str()) else {
                     return;
@@ -127,6 +130,9 @@ impl Device {
                                     continue;
                                 };
                                 script += bytes;
+                                let mut held = held.lock().unwrap();
+                                let most = held.entry(process.pid).or_insert(0);
+                                *most = (*most).max(bytes);
                                 // The interpreter is our child; what it starts is below it.
                                 if depth > 1 {
                                     workers += bytes;
@@ -147,9 +153,23 @@ impl Device {
         Sampler {
             stop,
             samples,
+            held,
             thread,
         }
     }
+}
+
+/// How many GPUs the CUDA driver lists (none without a driver), asked without a context: a
+/// distributed job's ranks may compute on any of them.
+pub fn count() -> usize {
+    catch_unwind(|| {
+        // SAFETY: only asks whether the library can be loaded.
+        if !unsafe { sys::is_culib_present() } || result::init().is_err() {
+            return 0;
+        }
+        result::device::get_count().map_or(0, |count| count.max(0) as usize)
+    })
+    .unwrap_or(0)
 }
 
 /// What the CUDA driver tells of a device without a context.
@@ -226,16 +246,31 @@ fn open_nvml(custom: Option<std::ffi::OsString>) -> Result<Nvml, String> {
 pub struct Sampler {
     stop: Arc<AtomicBool>,
     samples: Arc<Mutex<Vec<DeviceSample>>>,
+    held: Arc<Mutex<BTreeMap<u32, u64>>>,
     thread: Option<JoinHandle<()>>,
 }
 
+/// What a sampler saw of its device.
+#[derive(Default)]
+pub struct Sampled {
+    /// The device's timeline.
+    pub samples: Vec<DeviceSample>,
+    /// The most each of the script's processes (by pid) held of the device at once, as NVML
+    /// counts it: a rank's process on a device other than its own is memory that rank put
+    /// there (a `torch.load` without `map_location` on every rank lands on GPU 0).
+    pub held: BTreeMap<u32, u64>,
+}
+
 impl Sampler {
-    pub fn finish(mut self) -> Vec<DeviceSample> {
+    pub fn finish(mut self) -> Sampled {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
-        std::mem::take(&mut *self.samples.lock().unwrap())
+        Sampled {
+            samples: std::mem::take(&mut *self.samples.lock().unwrap()),
+            held: std::mem::take(&mut *self.held.lock().unwrap()),
+        }
     }
 }
 
@@ -272,7 +307,8 @@ mod tests {
                 .contains("inside the script's process")
         );
         // Nothing to sample from outside: no thread, no samples.
-        assert!(device.sample(Duration::from_millis(1)).finish().is_empty());
+        let sampled = device.sample(Duration::from_millis(1)).finish();
+        assert!(sampled.samples.is_empty() && sampled.held.is_empty());
     }
 
     #[test]

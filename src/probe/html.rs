@@ -43,6 +43,16 @@ svg text{font:11px system-ui,sans-serif;fill:#444}";
 
 /// Renders the whole page.
 pub fn render(report: &ProbeReport) -> String {
+    render_page(report, None)
+}
+
+/// The page of a report read back from JSON (`probe merge`): JSON carries no memory series, so
+/// `why` stands where the timeline would be.
+pub fn render_without_timeline(report: &ProbeReport, why: &str) -> String {
+    render_page(report, Some(why))
+}
+
+fn render_page(report: &ProbeReport, no_timeline: Option<&str>) -> String {
     let mut page = String::new();
     let title = format!("torchlint probe: {}", report.script);
     let _ = write!(
@@ -55,8 +65,15 @@ pub fn render(report: &ProbeReport) -> String {
     );
     run_header(&mut page, report);
     page.push_str("<h2>Memory timeline</h2>\n");
-    page.push_str(&timeline(report));
-    page.push_str(&by_hit(report));
+    match no_timeline {
+        Some(why) => {
+            let _ = writeln!(page, "<p class=\"muted\">{}</p>", escape(why));
+        }
+        None => {
+            page.push_str(&timeline(report));
+            page.push_str(&by_hit(report));
+        }
+    }
     verdict_table(&mut page, report);
     evidence(&mut page, report);
     run_summary(&mut page, report);

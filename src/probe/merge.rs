@@ -5,9 +5,11 @@
 //! rank's verdicts side by side and judges the line over the whole job again
 //! ([`super::ranks::merge_verdicts`]), as one host's probe does for its own ranks.
 
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::ranks::{RankVerdict, merge_verdicts};
+use super::report::ProbeReport;
 
 /// A host's report, named by where it was read from (for the errors).
 pub struct HostReport {
@@ -110,6 +112,38 @@ pub fn merge(hosts: Vec<HostReport>) -> Result<Value, String> {
     Ok(merged)
 }
 
+/// Which host ran which ranks, for the merged report's run summary: `hosts: node0.json (rank 0),
+/// node1.json (ranks 1 and 2)`.
+pub fn hosts_line(hosts: &[HostReport]) -> String {
+    let hosts: Vec<String> = hosts
+        .iter()
+        .map(|host| {
+            let ranks: Vec<String> = (host.report["ranks"].as_array().into_iter().flatten())
+                .map(|rank| rank["rank"].to_string())
+                .collect();
+            match ranks.as_slice() {
+                [] => host.name.clone(),
+                [rank] => format!("{} (rank {rank})", host.name),
+                [rest @ .., last] => {
+                    format!("{} (ranks {} and {last})", host.name, rest.join(", "))
+                }
+            }
+        })
+        .collect();
+    format!("hosts: {}", hosts.join(", "))
+}
+
+/// The merged report as the probe's own report type, to render as `probe` does: the hosts'
+/// JSON reports carry the verdicts and the run's numbers, not the memory series the HTML
+/// timeline draws.
+pub fn to_report(merged: &Value, hosts_line: String) -> Result<ProbeReport, String> {
+    let mut report = ProbeReport::deserialize(merged)
+        .map_err(|error| format!("cannot read the merged report back ({error})"))?;
+    report.summary.failure = report.exit.as_ref().and_then(|exit| exit.traceback.clone());
+    report.summary.notes.insert(0, hosts_line);
+    Ok(report)
+}
+
 /// The exit status `torchlint probe` would give the merged job: the failed rank's status, else
 /// 1 when a watched line is confirmed, else 0.
 pub fn exit_code(merged: &Value) -> u8 {
@@ -198,6 +232,34 @@ mod tests {
         .unwrap();
         assert_eq!(merged["failed_rank"], 1);
         assert_eq!(exit_code(&merged), 3);
+    }
+
+    #[test]
+    fn the_hosts_line_says_which_host_ran_which_ranks() {
+        let hosts = [
+            host("node0.json", &[(0, "confirmed", 0)], None),
+            host(
+                "node1.json",
+                &[
+                    (1, "confirmed", 0),
+                    (2, "confirmed", 0),
+                    (3, "confirmed", 0),
+                ],
+                None,
+            ),
+        ];
+        assert_eq!(
+            hosts_line(&hosts),
+            "hosts: node0.json (rank 0), node1.json (ranks 1, 2 and 3)"
+        );
+        // These reports lack what the probe's own report has (command, summary, ...): the
+        // text report says it cannot read them back rather than guessing.
+        let merged = merge(hosts.into_iter().collect()).unwrap();
+        let error = to_report(&merged, String::new()).err().unwrap();
+        assert!(
+            error.starts_with("cannot read the merged report back ("),
+            "{error}"
+        );
     }
 
     #[test]

@@ -28,7 +28,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use render::{render_full, render_json};
+pub use render::{render_full, render_full_report, render_json};
 
 use crate::diagnostic::Diagnostic;
 use crate::linter;
@@ -288,8 +288,22 @@ pub fn run(options: &Options) -> Result<Probed, String> {
         .as_ref()
         .ok()
         .map(|device| device.sample(DEVICE_SAMPLE_EVERY));
+    let others = other_devices(options, device.as_ref().ok());
+    let other_samplers: Vec<(u32, device::Sampler)> = others
+        .iter()
+        .map(|other| (other.index as u32, other.sample(DEVICE_SAMPLE_EVERY)))
+        .collect();
     let outcome = session.run();
-    let device_samples = sampler.map(|sampler| sampler.finish()).unwrap_or_default();
+    let sampled = sampler.map(|sampler| sampler.finish()).unwrap_or_default();
+    let device_samples = sampled.samples;
+    // Each GPU's most held by each of the script's processes (by pid).
+    let mut held_by_device: Vec<(u32, std::collections::BTreeMap<u32, u64>)> = Vec::new();
+    if let Ok(device) = &device {
+        held_by_device.push((device.index as u32, sampled.held));
+    }
+    for (index, sampler) in other_samplers {
+        held_by_device.push((index, sampler.finish().held));
+    }
     // The temp dir (runner and plan) is removed here, whatever happened.
     drop(folder);
     let outcome = outcome?;
@@ -317,18 +331,27 @@ pub fn run(options: &Options) -> Result<Probed, String> {
     let report = if options.job.is_some() {
         let mut channels = outcome.channels;
         channels.sort_by_key(|channel| channel.rank);
+        let mut pids: Vec<(u32, u32)> = Vec::new();
         let ranks: Vec<(u32, ProbeReport)> = channels
             .into_iter()
             .enumerate()
             .map(|(index, channel)| {
                 let rank = channel.rank.unwrap_or(index as u32);
+                if let Some(pid) = channel.events.iter().find_map(|event| match event {
+                    Event::Start(start) => Some(start.pid),
+                    _ => None,
+                }) {
+                    pids.push((rank, pid));
+                }
                 (
                     rank,
                     assembly.assemble(report.clone(), channel.events, None),
                 )
             })
             .collect();
-        ranks::merge(report, ranks, outcome.status)
+        let mut merged = ranks::merge(report, ranks, outcome.status);
+        ranks::record_held(&mut merged.ranks, &pids, &held_by_device);
+        merged
     } else {
         let events = outcome
             .channels
@@ -343,6 +366,23 @@ pub fn run(options: &Options) -> Result<Probed, String> {
         source: Arc::new(source),
         diagnostics: watched_diagnostics,
     })
+}
+
+/// The GPUs besides `primary` that a distributed job's ranks may compute on, each watched
+/// for what the ranks hold of it: none when the script sees one GPU only (`--gpu`), or when
+/// memory is read inside the script (without NVML the probe sees no device of its own).
+fn other_devices(options: &Options, primary: Option<&Arc<Device>>) -> Vec<Device> {
+    let Some(primary) = primary else {
+        return Vec::new();
+    };
+    if options.job.is_none() || options.gpu.is_some() || primary.source != MemorySource::Nvml {
+        return Vec::new();
+    }
+    (0..device::count())
+        .filter(|&index| index != primary.index)
+        .filter_map(|index| Device::open(index).ok())
+        .filter(|device| device.source == MemorySource::Nvml)
+        .collect()
 }
 
 /// What turns one process's events into a report: the plan's targets and the findings they

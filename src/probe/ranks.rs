@@ -18,7 +18,7 @@ pub struct RankVerdict {
 }
 
 /// How one rank's process ended, for the report's list of ranks.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RankRun {
     pub rank: u32,
     /// The script's exit status on that rank (None: still running when the job was ended).
@@ -41,6 +41,52 @@ pub struct RankRun {
     /// (the report's own `budget` is the lowest rank's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget: Option<Split>,
+    /// What its process held of each GPU at most, as NVML counts it (with NVML, for a job
+    /// the probe watched every GPU of): on a device other than its own, memory this rank put
+    /// where another computes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held: Vec<Held>,
+}
+
+/// The most one rank's process held of one GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Held {
+    /// The device's CUDA index, numbered as the ranks number them.
+    pub device: u32,
+    pub bytes: u64,
+}
+
+impl RankRun {
+    /// What the rank held on GPUs other than the one it computes on.
+    pub fn held_elsewhere(&self) -> impl Iterator<Item = &Held> {
+        self.held
+            .iter()
+            .filter(move |held| Some(held.device) != self.device && held.bytes > 0)
+    }
+}
+
+/// Fills each rank's `held` from what the GPUs' samplers saw of its process (`pids`: rank,
+/// pid; `held_by_device`: device index, most held by pid).
+pub fn record_held(
+    runs: &mut [RankRun],
+    pids: &[(u32, u32)],
+    held_by_device: &[(u32, std::collections::BTreeMap<u32, u64>)],
+) {
+    for run in runs {
+        let Some(&(_, pid)) = pids.iter().find(|(rank, _)| *rank == run.rank) else {
+            continue;
+        };
+        run.held = held_by_device
+            .iter()
+            .filter_map(|(device, held)| {
+                held.get(&pid).map(|&bytes| Held {
+                    device: *device,
+                    bytes,
+                })
+            })
+            .collect();
+        run.held.sort_by_key(|held| held.device);
+    }
 }
 
 /// Merges the ranks' reports (`ranks`, each assembled from `frame` and one rank's events) into
@@ -80,6 +126,7 @@ pub fn merge(
             peak_allocated: report.summary.peak_allocated,
             peak_rss: report.summary.peak_rss,
             budget: report.budget.clone(),
+            held: Vec::new(),
         })
         .collect();
     // The rank that failed first is why the job failed: the others were ended after it.
@@ -214,6 +261,58 @@ mod tests {
             host_slope: None,
             node_slope: None,
         }
+    }
+
+    fn run(rank: u32, device: Option<u32>) -> RankRun {
+        RankRun {
+            rank,
+            status: Some(0),
+            error: None,
+            ended: None,
+            device,
+            peak_allocated: None,
+            peak_rss: None,
+            budget: None,
+            held: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_rank_holding_memory_on_another_ranks_gpu_is_told_apart_from_its_own() {
+        // Rank 1 computes on cuda:1 but its `torch.load` put 1 GiB on cuda:0; rank 0 stayed on
+        // its own GPU; rank 2's process never showed up in NVML (no pid: not started).
+        let mut runs = vec![run(0, Some(0)), run(1, Some(1)), run(2, Some(2))];
+        let held = vec![
+            (0, [(100, 2 << 30), (101, 1 << 30)].into_iter().collect()),
+            (1, [(101, 3 << 30)].into_iter().collect()),
+        ];
+        record_held(&mut runs, &[(0, 100), (1, 101)], &held);
+        assert_eq!(
+            runs[0].held,
+            vec![Held {
+                device: 0,
+                bytes: 2 << 30
+            }]
+        );
+        assert_eq!(runs[0].held_elsewhere().count(), 0);
+        let elsewhere: Vec<&Held> = runs[1].held_elsewhere().collect();
+        assert_eq!(
+            elsewhere,
+            vec![&Held {
+                device: 0,
+                bytes: 1 << 30
+            }]
+        );
+        assert!(runs[2].held.is_empty());
+        // Rank 1's own GPU is not "elsewhere"; in JSON every device is listed.
+        let json = serde_json::to_value(&runs[1]).unwrap();
+        assert_eq!(json["held"].as_array().map(Vec::len), Some(2));
+        assert!(
+            serde_json::to_value(&runs[2])
+                .unwrap()
+                .get("held")
+                .is_none()
+        );
     }
 
     #[test]

@@ -2,17 +2,19 @@
 //! with the verdict and its evidence as notes, then the run's numbers and a verdict table.
 
 use std::io::{self, Write};
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use codespan_reporting::diagnostic::Severity;
+use codespan_reporting::diagnostic::{Diagnostic as Rendered, Label, Severity};
 
 use super::Probed;
 use super::attribution::{Growing, Held};
 use super::budget::Split;
-use super::report::{DeviceInfo, PostMortem, ProbeReport};
-use super::verdict::{Status, fmt_bytes, fmt_signed_bytes};
+use super::report::{DeviceInfo, FindingRef, PostMortem, ProbeReport};
+use super::verdict::{Status, Verdict, fmt_bytes, fmt_signed_bytes};
 use crate::diagnostic::FileDiagnostics;
 use crate::render::full;
+use crate::source::SourceFile;
 
 pub fn render_full(probed: &Probed, color: bool, out: &mut dyn Write) -> io::Result<()> {
     let report = &probed.report;
@@ -25,34 +27,138 @@ pub fn render_full(probed: &Probed, color: bool, out: &mut dyn Write) -> io::Res
         .iter()
         .zip(&report.findings)
         .map(|(diagnostic, watched)| {
-            let verdict = &watched.verdict;
-            let mut rendered = full::to_codespan(0, diagnostic);
-            // The header says what the probe found; the lint's own severity is in `check`.
-            rendered.severity = match verdict.status {
-                Status::Confirmed => Severity::Error,
-                Status::Likely => Severity::Warning,
-                Status::NotReproduced | Status::NotReached => Severity::Note,
-            };
-            rendered.message = format!("{}: {}", status_word(verdict.status), diagnostic.message);
-            let mut notes = vec![format!("probe: {}", verdict.summary)];
-            notes.extend(
-                verdict
-                    .evidence
-                    .iter()
-                    .map(|line| format!("evidence: {line}")),
-            );
-            if let Some(projection) = &verdict.projection {
-                notes.push(format!("projection: {projection}"));
-            }
-            // Keep the lint's help and docs pointers after the evidence.
-            notes.append(&mut rendered.notes);
-            rendered.notes = notes;
-            rendered
+            with_verdict(
+                full::to_codespan(0, diagnostic),
+                &diagnostic.message,
+                &watched.verdict,
+            )
         })
         .collect();
     full::emit(&files, &rendered, color, out)?;
     write_run(report, out)?;
     write_table(report, out)
+}
+
+/// [`render_full`] for a report read back from JSON (`probe merge`), which has no linted
+/// script: each finding is shown on its line as the report names it, from the script when it is
+/// at hand and still has that line, else from the line the report quotes.
+pub fn render_full_report(
+    report: &ProbeReport,
+    color: bool,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    let source = Arc::new(quoted_source(report));
+    let files = [FileDiagnostics {
+        source: Arc::clone(&source),
+        diagnostics: Vec::new(),
+    }];
+    let rendered: Vec<_> = report
+        .findings
+        .iter()
+        .map(|watched| {
+            let finding = &watched.finding;
+            let range = flagged_range(&source, finding).unwrap_or(0..0);
+            let mut notes = Vec::new();
+            if let Some(help) = &finding.fix {
+                notes.push(format!("help: {help}"));
+            }
+            notes.push(format!("docs: `torchlint rule {}`", finding.code));
+            let base = Rendered::new(Severity::Note)
+                .with_code(finding.code.clone())
+                .with_labels(vec![
+                    Label::primary(0, range).with_message(finding.name.clone()),
+                ])
+                .with_notes(notes);
+            with_verdict(base, &finding.message, &watched.verdict)
+        })
+        .collect();
+    full::emit(&files, &rendered, color, out)?;
+    write_run(report, out)?;
+    write_table(report, out)
+}
+
+/// The script the report's findings point into: the file itself when every flagged line is
+/// still there as the report quotes it, else a stand-in holding only those lines.
+fn quoted_source(report: &ProbeReport) -> SourceFile {
+    let name = PathBuf::from(&report.script);
+    let on_disk = std::fs::read(&name)
+        .ok()
+        .and_then(|bytes| crate::source::decode(&bytes).ok())
+        .map(|text| SourceFile::new(name.clone(), text));
+    if let Some(file) = on_disk
+        && (report.findings.iter()).all(|watched| flagged_range(&file, &watched.finding).is_some())
+    {
+        return file;
+    }
+    let last = (report.findings.iter())
+        .map(|watched| watched.finding.line)
+        .max()
+        .unwrap_or(0);
+    let mut lines = vec![String::new(); last];
+    for watched in &report.findings {
+        let finding = &watched.finding;
+        if let Some(slot) = finding.line.checked_sub(1).and_then(|at| lines.get_mut(at))
+            && slot.is_empty()
+        {
+            // Indented so that the finding's column is where the quoted line starts.
+            *slot = format!(
+                "{}{}",
+                " ".repeat(finding.column.saturating_sub(1)),
+                finding.source
+            );
+        }
+    }
+    SourceFile::new(name, lines.join("\n") + "\n")
+}
+
+/// Where `finding` is in `source`: from its column to the end of its line, when that line reads
+/// as the report quotes it.
+fn flagged_range(source: &SourceFile, finding: &FindingRef) -> Option<std::ops::Range<usize>> {
+    let line = finding.line.checked_sub(1)?;
+    if line >= source.line_starts().len() {
+        return None;
+    }
+    let range = source.line_range(line);
+    let text = &source.text()[range.clone()];
+    if text.trim() != finding.source {
+        return None;
+    }
+    let column = finding.column.saturating_sub(1);
+    let start = (text.char_indices().map(|(at, _)| at))
+        .chain(std::iter::once(text.len()))
+        .nth(column)?;
+    let end = text.trim_end().len().max(start);
+    Some(range.start + start..range.start + end)
+}
+
+/// A finding as `check` shows it, headed by the probe's verdict, with the verdict's evidence
+/// before the lint's own help.
+fn with_verdict(
+    mut rendered: Rendered<usize>,
+    message: &str,
+    verdict: &Verdict,
+) -> Rendered<usize> {
+    // The header says what the probe found; the lint's own severity is in `check`.
+    rendered.severity = match verdict.status {
+        Status::Confirmed => Severity::Error,
+        Status::Likely => Severity::Warning,
+        Status::NotReproduced | Status::NotReached => Severity::Note,
+    };
+    rendered.message = format!("{}: {message}", status_word(verdict.status));
+    let mut notes = vec![format!("probe: {}", verdict.summary)];
+    notes.extend(
+        verdict
+            .evidence
+            .iter()
+            .map(|line| format!("evidence: {line}")),
+    );
+    if let Some(projection) = &verdict.projection {
+        notes.push(format!("projection: {projection}"));
+    }
+    // Keep the lint's help and docs pointers after the evidence.
+    notes.append(&mut rendered.notes);
+    rendered.notes = notes;
+    rendered
 }
 
 fn status_word(status: Status) -> &'static str {
@@ -438,6 +544,15 @@ fn ranks_line(report: &ProbeReport) -> String {
             ]
             .into_iter()
             .flatten()
+            // Memory this rank's process put on another rank's GPU (a context, a
+            // `torch.load` without `map_location`): what that GPU's rank does not have.
+            .chain(rank.held_elsewhere().map(|held| {
+                format!(
+                    "also {} on cuda:{}",
+                    fmt_bytes(held.bytes as f64),
+                    held.device
+                )
+            }))
             .collect();
             if details.is_empty() {
                 format!("{} {ended}", rank.rank)

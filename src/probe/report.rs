@@ -1,13 +1,13 @@
 //! Everything one probe run found out, in the shape every output format renders.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::attribution::{Attributed, Held};
 use super::budget::Split;
 use super::events::{Budget, DeviceSample, Exit, Hit, OutOfMemory, Sample};
 use super::verdict::{RunSummary, Verdict};
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ProbeReport {
     /// The script as the user named it.
     pub script: String,
@@ -39,10 +39,10 @@ pub struct ProbeReport {
     /// job, the first rank that failed, else the lowest rank).
     pub exit: Option<Exit>,
     /// A distributed job's ranks, how each ended; empty for a script run alone.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ranks: Vec<super::ranks::RankRun>,
     /// The rank that failed first, when one did.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed_rank: Option<u32>,
     /// When the script died of an out-of-memory error: the post-mortem.
     pub out_of_memory: Option<PostMortem>,
@@ -67,7 +67,7 @@ pub struct ProbeReport {
     pub steps: Vec<(u64, f64)>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DeviceInfo {
     pub index: usize,
     pub name: String,
@@ -80,7 +80,7 @@ pub struct DeviceInfo {
 }
 
 /// What the probe itself takes of the machine it measures.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Footprint {
     /// Device memory held by torchlint's own process at its most (NVML's per-process figure;
     /// 0: it holds no CUDA context). None without a GPU or without NVML.
@@ -89,7 +89,7 @@ pub struct Footprint {
     pub host_peak_rss: Option<u64>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FindingRef {
     pub code: String,
     pub name: String,
@@ -102,18 +102,18 @@ pub struct FindingRef {
     pub fix: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WatchedFinding {
     #[serde(flatten)]
     pub finding: FindingRef,
     pub verdict: Verdict,
     /// A distributed job's verdict on each rank (`verdict` merges them); empty otherwise.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ranks: Vec<super::ranks::RankVerdict>,
 }
 
 /// Why the run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Stop {
     /// Every watched line reached `--hits`.
@@ -140,7 +140,7 @@ impl Stop {
 }
 
 /// Where the device's used memory comes from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "kind")]
 pub enum MemorySource {
     /// NVML, from outside the script: the whole device before the script starts, and each
@@ -166,7 +166,7 @@ impl MemorySource {
 }
 
 /// An out-of-memory death, read where it happened, with the findings on its stack.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PostMortem {
     #[serde(flatten)]
     pub error: OutOfMemory,

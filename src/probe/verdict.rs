@@ -103,7 +103,7 @@ pub struct Context {
 }
 
 /// Peak, fragmentation and device-level numbers for the whole run.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunSummary {
     pub peak_allocated: Option<u64>,
     pub peak_reserved: Option<u64>,

@@ -332,7 +332,14 @@ fn two_hosts_probed_apart_merge_into_one_jobs_report() {
     for mut host in hosts {
         host.wait().expect("a host's probe");
     }
-    let run = project.run(&["probe", "merge", "node0.json", "node1.json"]);
+    let run = project.run(&[
+        "probe",
+        "merge",
+        "--output-format",
+        "json",
+        "node0.json",
+        "node1.json",
+    ]);
     let merged = json(&run);
     let ranks: Vec<u64> = merged["ranks"]
         .as_array()
@@ -352,6 +359,163 @@ fn two_hosts_probed_apart_merge_into_one_jobs_report() {
             .unwrap()
             .ends_with("; not reached on rank 1"),
         "{evaluation:#}"
+    );
+    assert_eq!(run.code, 1, "a confirmed finding: {}", run.stderr);
+    assert_eq!(
+        merged["hosts"],
+        serde_json::json!(["node0.json", "node1.json"])
+    );
+
+    // By default the merged report prints as the probe prints its own: each finding with its
+    // verdict and evidence per rank, the run with its ranks and hosts, the verdict table.
+    let run = project.run(&["probe", "merge", "node0.json", "node1.json"]);
+    assert_eq!(run.code, 1, "a confirmed finding: {}", run.stderr);
+    let text = &run.stdout;
+    for line in [
+        "probe of ddp.py",
+        "  hosts: node0.json (rank 0), node1.json (rank 1)",
+        "2 of 2 watched findings confirmed.",
+    ] {
+        assert!(
+            text.lines().any(|seen| seen == line),
+            "no `{line}` in:\n{text}"
+        );
+    }
+    for start in [
+        "error[TL102]: confirmed: ",
+        "error[TL101]: confirmed: ",
+        "  ranks: 2 through torch.distributed.run: 0 ",
+        "   = probe: confirmed on ranks 0 and 1 (",
+        "   = probe: confirmed on rank 0 (",
+        "   = evidence: rank 1: ",
+        "confirmed          20  TL102     30  confirmed on ranks 0 and 1 (",
+        "confirmed          24  TL101     30  confirmed on rank 0 (",
+    ] {
+        assert!(
+            text.lines().any(|seen| seen.starts_with(start)),
+            "no line starting `{start}` in:\n{text}"
+        );
+    }
+    assert!(
+        text.contains("20 │     losses.append(loss)\n"),
+        "the flagged line, from the script:\n{text}"
+    );
+    assert!(
+        (text.lines())
+            .any(|line| line.contains("TL101") && line.ends_with("; not reached on rank 1")),
+        "{text}"
+    );
+
+    // Merged where the script is not at hand, with the HTML report: the flagged lines are
+    // quoted from the reports.
+    std::fs::remove_file(project.path().join("ddp.py")).unwrap();
+    let run = project.run(&[
+        "probe",
+        "merge",
+        "--report",
+        "merged.html",
+        "node0.json",
+        "node1.json",
+    ]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("20 │     losses.append(loss)\n"),
+        "quoted from the report:\n{}",
+        run.stdout
+    );
+    let page = std::fs::read_to_string(project.path().join("merged.html")).unwrap();
+    assert!(page.contains("hosts: node0.json (rank 0), node1.json (rank 1)"));
+    assert!(page.contains("No memory timeline"), "{page}");
+    assert_ranks_ended(&project);
+}
+
+#[test]
+fn one_host_is_all_the_probe_launches_itself() {
+    let project = Project::new();
+    let run = project.run(&[
+        "probe",
+        "train.py",
+        "--nnodes",
+        "2",
+        "--nproc-per-node",
+        "4",
+    ]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one line: {}", run.stderr);
+    assert!(
+        lines[0].starts_with("error: --nnodes 2: the probe runs one host's ranks; probe each host with its launcher's command line after `--` (`torchlint probe --output-format json -- torchrun --nnodes 2 "),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        lines[0].ends_with("train.py > host0.json`), then combine the reports with `torchlint probe merge host0.json host1.json`"),
+        "{}",
+        run.stderr
+    );
+    for (args, says) in [
+        (
+            &["probe", "train.py", "--nnodes", "1"][..],
+            "error: --nnodes 1 goes with --nproc-per-node N",
+        ),
+        (
+            &[
+                "probe",
+                "--nnodes",
+                "1",
+                "--",
+                "torchrun",
+                "--nproc-per-node",
+                "2",
+                "a.py",
+            ][..],
+            "error: --nnodes goes on the launcher's command line",
+        ),
+        (
+            &[
+                "probe",
+                "train.py",
+                "--nnodes",
+                "0",
+                "--nproc-per-node",
+                "1",
+            ][..],
+            "error: --nnodes must be at least 1",
+        ),
+    ] {
+        let run = project.run(args);
+        assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+        assert!(run.stderr.starts_with(says), "{args:?}: {}", run.stderr);
+    }
+}
+
+#[test]
+fn nnodes_1_with_nproc_per_node_is_the_single_host_job() {
+    let Some(python) = require_torch("nnodes_1_with_nproc_per_node") else {
+        return;
+    };
+    let project = Project::new();
+    project.write("ddp.py", DDP_SCRIPT);
+    let mut command = project.command();
+    command
+        .arg("probe")
+        .args(["--python", python.to_str().unwrap()])
+        .args(["ddp.py", "--nnodes", "1", "--nproc-per-node", "1"])
+        .args(["--output-format", "json"])
+        .env("OMP_NUM_THREADS", "1")
+        .env("CUDA_VISIBLE_DEVICES", "");
+    let run = Run::from(command.output().expect("run torchlint probe"));
+    let report = json(&run);
+    let ranks: Vec<u64> = report["ranks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{report:#}\n{}", run.stderr))
+        .iter()
+        .map(|rank| rank["rank"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ranks, [0], "{report:#}");
+    assert_eq!(
+        rank_statuses(finding(&report, "TL101")),
+        [(0, "confirmed".to_owned())]
     );
     assert_eq!(run.code, 1, "a confirmed finding: {}", run.stderr);
     assert_ranks_ended(&project);
