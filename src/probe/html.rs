@@ -39,7 +39,7 @@ border-radius:3px;white-space:nowrap}.confirmed{color:#b71c1c;background:#fdecea
 .likely{color:#8d4e00;background:#fff4e0}.not-reproduced{color:#1b5e20;background:#e8f5e9}.not-reached{color:#555;background:#eee}\
 .swatch{display:inline-block;width:10px;height:10px;border-radius:50%;margin-right:6px}\
 td.rule{white-space:nowrap}.muted{color:#666}.warning{color:#8a4b00}svg{width:100%;height:auto;display:block}\
-svg text{font:11px system-ui,sans-serif;fill:#444}";
+svg text{font:11px system-ui,sans-serif;fill:#444}tr.failed td{color:#b71c1c}";
 
 /// Renders the whole page.
 pub fn render(report: &ProbeReport) -> String {
@@ -920,6 +920,7 @@ fn run_summary(page: &mut String, report: &ProbeReport) {
              <code>PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True</code>.</p>\n",
         );
     }
+    ranks_table(page, report);
     let post_mortem = report.out_of_memory.as_ref();
     if let Some(post_mortem) = post_mortem.filter(|p| !p.held_by.is_empty()) {
         lines_table(
@@ -928,29 +929,73 @@ fn run_summary(page: &mut String, report: &ProbeReport) {
             &super::render::held_lines(&post_mortem.held_by),
         );
     }
-    if let Some(attributed) = &report.attribution {
-        lines_table(
-            page,
-            "held at the peak, by the line that allocated it",
-            &super::render::held_lines(&attributed.at_peak),
-        );
-        if !attributed.growing.is_empty() {
+    // A job of several ranks: each rank's lines and budget (the report's own are the lowest
+    // rank's).
+    let several = report.ranks.len() > 1;
+    let own = [(
+        String::new(),
+        report.attribution.as_ref(),
+        report.budget.as_ref(),
+    )];
+    let per_rank: Vec<_> = report
+        .ranks
+        .iter()
+        .map(|rank| {
+            (
+                format!("rank {}: ", rank.rank),
+                rank.attribution.as_ref(),
+                rank.budget.as_ref(),
+            )
+        })
+        .collect();
+    let memory = if several { &per_rank[..] } else { &own[..] };
+    if let Some(split) = post_mortem.and_then(|p| p.budget.as_ref()) {
+        budget_table(page, split, "");
+    }
+    for (prefix, attributed, split) in memory {
+        if let Some(attributed) = attributed {
             lines_table(
                 page,
-                "growing from snapshot to snapshot",
-                &super::render::growing_lines(&attributed.growing),
+                &format!("{prefix}held at the peak, by the line that allocated it"),
+                &super::render::held_lines(&attributed.at_peak),
             );
+            if !attributed.growing.is_empty() {
+                lines_table(
+                    page,
+                    &format!("{prefix}growing from snapshot to snapshot"),
+                    &super::render::growing_lines(&attributed.growing),
+                );
+            }
+        }
+        if let Some(split) = split {
+            budget_table(page, split, prefix);
         }
     }
-    for split in [
-        post_mortem.and_then(|p| p.budget.as_ref()),
-        report.budget.as_ref(),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        budget_table(page, split);
+}
+
+/// A distributed job's ranks: how each ended, the GPU it computed on, its peaks, and memory it
+/// put on other ranks' GPUs.
+fn ranks_table(page: &mut String, report: &ProbeReport) {
+    if report.ranks.is_empty() {
+        return;
     }
+    page.push_str(
+        "<table class=\"ranks\"><caption>ranks (through torch.distributed.run)</caption>\n",
+    );
+    page.push_str("<tr><th>rank</th><th>ended</th><th>details</th></tr>\n");
+    for rank in &report.ranks {
+        let (ended, details) = super::render::rank_entry(rank);
+        let failed = report.failed_rank == Some(rank.rank);
+        let _ = writeln!(
+            page,
+            "<tr{}><th>{}</th><td>{}</td><td>{}</td></tr>",
+            if failed { " class=\"failed\"" } else { "" },
+            rank.rank,
+            escape(&ended),
+            escape(&details.join(", "))
+        );
+    }
+    page.push_str("</table>\n");
 }
 
 /// Lines of the user's code as rows of preformatted text under a caption.
@@ -967,11 +1012,12 @@ fn lines_table(page: &mut String, caption: &str, rows: &[String]) {
 }
 
 /// A budget: its heading, then a row per part with its bytes and share.
-fn budget_table(page: &mut String, split: &Split) {
+fn budget_table(page: &mut String, split: &Split, prefix: &str) {
     let lines = split.lines();
     let _ = writeln!(
         page,
-        "<table class=\"budget\"><caption>{}</caption>",
+        "<table class=\"budget\"><caption>{}{}</caption>",
+        escape(prefix),
         escape(&lines[0])
     );
     for part in &split.parts {

@@ -6,6 +6,7 @@ use std::process::ExitStatus;
 
 use serde::{Deserialize, Serialize};
 
+use super::attribution::Attributed;
 use super::budget::Split;
 use super::report::{ProbeReport, Stop};
 use super::verdict::{Status, Verdict};
@@ -46,6 +47,9 @@ pub struct RankRun {
     /// where another computes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub held: Vec<Held>,
+    /// `--attribute`: the lines of the script holding its device memory, on this rank.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attribution: Option<Attributed>,
 }
 
 /// The most one rank's process held of one GPU.
@@ -127,6 +131,7 @@ pub fn merge(
             peak_rss: report.summary.peak_rss,
             budget: report.budget.clone(),
             held: Vec::new(),
+            attribution: report.attribution.clone(),
         })
         .collect();
     // The rank that failed first is why the job failed: the others were ended after it.
@@ -274,6 +279,7 @@ mod tests {
             peak_rss: None,
             budget: None,
             held: Vec::new(),
+            attribution: None,
         }
     }
 

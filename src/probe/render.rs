@@ -8,8 +8,9 @@ use std::sync::Arc;
 use codespan_reporting::diagnostic::{Diagnostic as Rendered, Label, Severity};
 
 use super::Probed;
-use super::attribution::{Growing, Held};
+use super::attribution::{Attributed, Growing, Held};
 use super::budget::Split;
+use super::ranks::RankRun;
 use super::report::{DeviceInfo, FindingRef, PostMortem, ProbeReport};
 use super::verdict::{Status, Verdict, fmt_bytes, fmt_signed_bytes};
 use crate::diagnostic::FileDiagnostics;
@@ -327,18 +328,47 @@ fn write_table(report: &ProbeReport, out: &mut dyn Write) -> io::Result<()> {
 }
 
 /// Under the verdicts: how the memory split at the run's peak, and the lines holding it.
+/// A job of several ranks gets each rank's (the report's own are the lowest rank's).
 fn write_memory(report: &ProbeReport, out: &mut dyn Write) -> io::Result<()> {
-    if report.budget.is_none() && report.attribution.is_none() {
+    if report.ranks.len() > 1 {
+        for rank in &report.ranks {
+            let prefix = format!("rank {}: ", rank.rank);
+            write_split_and_lines(
+                out,
+                rank.budget.as_ref(),
+                rank.attribution.as_ref(),
+                &prefix,
+            )?;
+        }
+        return Ok(());
+    }
+    write_split_and_lines(out, report.budget.as_ref(), report.attribution.as_ref(), "")
+}
+
+/// The budget split and the lines holding the memory, each heading after `prefix`.
+fn write_split_and_lines(
+    out: &mut dyn Write,
+    split: Option<&Split>,
+    attribution: Option<&Attributed>,
+    prefix: &str,
+) -> io::Result<()> {
+    if split.is_none() && attribution.is_none() {
         return Ok(());
     }
     writeln!(out)?;
-    if let Some(split) = &report.budget {
-        write_budget(out, split, "")?;
+    if let Some(split) = split {
+        for (at, line) in split.lines().iter().enumerate() {
+            if at == 0 {
+                writeln!(out, "{prefix}{line}")?;
+            } else {
+                writeln!(out, "  {line}")?;
+            }
+        }
     }
-    if let Some(attributed) = &report.attribution {
+    if let Some(attributed) = attribution {
         writeln!(
             out,
-            "held at the peak, by the line that allocated it ({} snapshot{}):",
+            "{prefix}held at the peak, by the line that allocated it ({} snapshot{}):",
             attributed.snapshots,
             if attributed.snapshots == 1 { "" } else { "s" }
         )?;
@@ -346,7 +376,7 @@ fn write_memory(report: &ProbeReport, out: &mut dyn Write) -> io::Result<()> {
             writeln!(out, "  {line}")?;
         }
         if !attributed.growing.is_empty() {
-            writeln!(out, "growing from snapshot to snapshot:")?;
+            writeln!(out, "{prefix}growing from snapshot to snapshot:")?;
             for line in growing_lines(&attributed.growing) {
                 writeln!(out, "  {line}")?;
             }
@@ -522,6 +552,37 @@ fn write_budget(out: &mut dyn Write, split: &Split, indent: &str) -> io::Result<
     Ok(())
 }
 
+/// How one rank of a distributed job ended, and what it held: `exited 1` and `RuntimeError:
+/// ...`, `on cuda:1`, `peak 335 MiB allocated on the device`, `peak 1.0 GiB host RSS`,
+/// `also 1.1 GiB on cuda:0`.
+pub(super) fn rank_entry(rank: &RankRun) -> (String, Vec<String>) {
+    let ended = match rank.status {
+        Some(status) => format!("exited {status}"),
+        None => "ended by the probe".to_owned(),
+    };
+    let details = [
+        rank.error.clone(),
+        rank.device.map(|device| format!("on cuda:{device}")),
+        rank.peak_allocated
+            .map(|bytes| format!("peak {} allocated on the device", fmt_bytes(bytes as f64))),
+        rank.peak_rss
+            .map(|bytes| format!("peak {} host RSS", fmt_bytes(bytes as f64))),
+    ]
+    .into_iter()
+    .flatten()
+    // Memory this rank's process put on another rank's GPU (a context, a `torch.load`
+    // without `map_location`): what that GPU's rank does not have.
+    .chain(rank.held_elsewhere().map(|held| {
+        format!(
+            "also {} on cuda:{}",
+            fmt_bytes(held.bytes as f64),
+            held.device
+        )
+    }))
+    .collect();
+    (ended, details)
+}
+
 /// A distributed job's ranks and how each ended: `0 exited 0 (peak 650 MiB host RSS); 1 exited
 /// 1 (RuntimeError: ...)`.
 fn ranks_line(report: &ProbeReport) -> String {
@@ -529,31 +590,7 @@ fn ranks_line(report: &ProbeReport) -> String {
         .ranks
         .iter()
         .map(|rank| {
-            let ended = match rank.status {
-                Some(status) => format!("exited {status}"),
-                None => "ended by the probe".to_owned(),
-            };
-            let details: Vec<String> = [
-                rank.error.clone(),
-                rank.device.map(|device| format!("on cuda:{device}")),
-                rank.peak_allocated.map(|bytes| {
-                    format!("peak {} allocated on the device", fmt_bytes(bytes as f64))
-                }),
-                rank.peak_rss
-                    .map(|bytes| format!("peak {} host RSS", fmt_bytes(bytes as f64))),
-            ]
-            .into_iter()
-            .flatten()
-            // Memory this rank's process put on another rank's GPU (a context, a
-            // `torch.load` without `map_location`): what that GPU's rank does not have.
-            .chain(rank.held_elsewhere().map(|held| {
-                format!(
-                    "also {} on cuda:{}",
-                    fmt_bytes(held.bytes as f64),
-                    held.device
-                )
-            }))
-            .collect();
+            let (ended, details) = rank_entry(rank);
             if details.is_empty() {
                 format!("{} {ended}", rank.rank)
             } else {

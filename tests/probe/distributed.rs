@@ -390,6 +390,9 @@ fn two_hosts_probed_apart_merge_into_one_jobs_report() {
         "   = evidence: rank 1: ",
         "confirmed          20  TL102     30  confirmed on ranks 0 and 1 (",
         "confirmed          24  TL101     30  confirmed on rank 0 (",
+        // Each rank's own memory split, not only the lowest rank's.
+        "rank 0: host memory of the model and optimizer ",
+        "rank 1: host memory of the model and optimizer ",
     ] {
         assert!(
             text.lines().any(|seen| seen.starts_with(start)),
@@ -426,6 +429,13 @@ fn two_hosts_probed_apart_merge_into_one_jobs_report() {
     let page = std::fs::read_to_string(project.path().join("merged.html")).unwrap();
     assert!(page.contains("hosts: node0.json (rank 0), node1.json (rank 1)"));
     assert!(page.contains("No memory timeline"), "{page}");
+    // A row per rank, and each rank's own memory split.
+    assert!(page.contains("<tr><th>0</th><td>"), "{page}");
+    assert!(page.contains("<tr><th>1</th><td>exited 0</td>"), "{page}");
+    assert!(
+        page.contains("<caption>rank 1: host memory of the model and optimizer"),
+        "{page}"
+    );
     assert_ranks_ended(&project);
 }
 
