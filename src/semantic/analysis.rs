@@ -18,6 +18,8 @@ use crate::parse::text;
 
 /// The device and graph of what a class stores into a container's slots.
 pub(super) type SlotFacts = (super::values::Tri, super::values::Tri);
+/// Parameters assumed to hold some facts: (function node id, parameter index, facts).
+pub(super) type GivenParameters = Vec<(usize, u32, ValueFacts)>;
 
 pub struct Analysis<'a> {
     pub model: &'a SemanticModel<'a>,
@@ -27,6 +29,10 @@ pub struct Analysis<'a> {
     modules: OnceCell<ModuleInfo>,
     /// Value facts by node id (`values::facts` fills it).
     pub(super) values: RefCell<HashMap<usize, ValueFacts>>,
+    /// Value facts given what some parameters hold (`values::facts_given_parameter`), by
+    /// node id: each with the parameters' facts it was computed for. A method's stores are
+    /// asked once per parameter, by several rules, and each asks of every node under them.
+    pub(super) values_given: RefCell<HashMap<usize, Vec<(GivenParameters, ValueFacts)>>>,
     /// Nodes whose facts are being computed, to cut cycles (`x = x + 1`).
     pub(super) in_progress: RefCell<Vec<usize>>,
     /// What calls of the file's own functions return, by argument facts (`values`).
@@ -105,6 +111,7 @@ impl<'a> Analysis<'a> {
             grad: OnceCell::new(),
             modules: OnceCell::new(),
             values: RefCell::new(HashMap::default()),
+            values_given: RefCell::new(HashMap::default()),
             in_progress: RefCell::new(Vec::new()),
             calls: RefCell::new(HashMap::default()),
             targets_gpu: OnceCell::new(),

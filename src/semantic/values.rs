@@ -450,6 +450,20 @@ impl<'a> Analysis<'a> {
         if memoize && let Some(facts) = self.values.borrow().get(&node.id()) {
             return *facts;
         }
+        if !memoize
+            && let Some(facts) = self
+                .values_given
+                .borrow()
+                .get(&node.id())
+                .and_then(|given| {
+                    given
+                        .iter()
+                        .find(|(assumed, _)| assumed.as_slice() == arguments)
+                        .map(|(_, facts)| *facts)
+                })
+        {
+            return facts;
+        }
         if self.in_progress.borrow().contains(&node.id()) || self.in_progress.borrow().len() > 64 {
             return ValueFacts::default();
         }
@@ -458,6 +472,12 @@ impl<'a> Analysis<'a> {
         self.in_progress.borrow_mut().pop();
         if memoize {
             self.values.borrow_mut().insert(node.id(), facts);
+        } else {
+            self.values_given
+                .borrow_mut()
+                .entry(node.id())
+                .or_default()
+                .push((arguments.to_vec(), facts));
         }
         facts
     }
