@@ -42,7 +42,8 @@ def timed(cmd: list[str], cwd: Path) -> tuple[float, float]:
     return time.perf_counter() - start, usage.ru_maxrss / 1024
 
 
-def write_module(path: Path, megabytes: int) -> None:
+def write_generated_module(path: Path, megabytes: int) -> None:
+    """That many MB of short lines, as generated protobuf or data modules are."""
     line = "X_%07d = 1\n"
     with open(path, "w") as out:
         written, i = 0, 0
@@ -58,7 +59,7 @@ def repository(root: Path, module_mb: int) -> Path:
     subprocess.run(["git", "init", "-q", str(root)], check=True)
     (root / "a.py").write_text("import os\n")
     if module_mb:
-        write_module(root / "generated_data.py", module_mb)
+        write_generated_module(root / "generated_data.py", module_mb)
     return root
 
 

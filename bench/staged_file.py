@@ -28,6 +28,7 @@ from pathlib import Path
 
 sys.dont_write_bytecode = True
 from fetch_corpus import CORPUS  # noqa: E402
+from generated_module import write_generated_module  # noqa: E402
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
@@ -54,14 +55,7 @@ def make_repository(root: Path, generated_mb: int) -> None:
     shutil.copytree(PACKAGE, root / "transformers")
     subprocess.run(["git", "init", "-q", str(root)], check=True)
     if generated_mb:
-        line = "X_%07d = 1\n"
-        with open(root / "transformers" / "generated_data.py", "w") as out:
-            written, i = 0, 0
-            while written < generated_mb * 1_000_000:
-                text = line % i
-                out.write(text)
-                written += len(text)
-                i += 1
+        write_generated_module(root / "transformers" / "generated_data.py", generated_mb)
 
 
 def measure_torchlint(binary: str, root: Path, rounds: int) -> dict[str, float]:
