@@ -378,7 +378,7 @@ type Relinted = (usize, Linted, FileSummary, Asked);
 /// The questions a file asked the fact base, and the summaries their answers rest on.
 #[derive(Default)]
 struct Asked {
-    questions: Vec<Question>,
+    questions: Questions,
     reads: Reads,
     /// The answers come from the cache: given by an earlier run once every summary was in,
     /// so comparing them with answers given before that (during the first pass) says nothing.
@@ -692,11 +692,40 @@ impl Session {
     }
 }
 
+/// A file's questions with their answers, kept encoded (postcard, as the cache keeps them):
+/// every file's are held to the end of a run, a tenth of a large run's memory as structs, and
+/// read again only for the files whose imports' summaries changed.
+struct Questions(Box<[u8]>);
+
+impl Default for Questions {
+    fn default() -> Questions {
+        Questions::new(&[])
+    }
+}
+
+impl Questions {
+    fn new(questions: &[Question]) -> Questions {
+        Questions(
+            postcard::to_allocvec(questions)
+                .unwrap_or_default()
+                .into_boxed_slice(),
+        )
+    }
+
+    /// The questions, or None if they cannot be read back (then every answer may have
+    /// changed).
+    fn decoded(&self) -> Option<Vec<Question>> {
+        postcard::from_bytes(&self.0).ok()
+    }
+}
+
 /// Whether the fact base now answers some of a file's questions otherwise than when it asked.
-fn answers_changed(facts: &FactBase, questions: &[Question], file: usize) -> bool {
-    questions
-        .iter()
-        .any(|question| facts.answer(&question.ask, Some(file)) != question.answer)
+fn answers_changed(facts: &FactBase, questions: &Questions, file: usize) -> bool {
+    questions.decoded().is_none_or(|questions| {
+        questions
+            .iter()
+            .any(|question| facts.answer(&question.ask, Some(file)) != question.answer)
+    })
 }
 
 /// How many rounds of linting stale files again a session runs at most before it reports.
@@ -999,7 +1028,7 @@ fn lint_in_project(
             graph_calls: cached.graph_calls,
         };
         let asked = Asked {
-            questions: cached.questions,
+            questions: Questions::new(&cached.questions),
             reads: Reads::unknown(),
             cached: true,
             resummarised: false,
@@ -1048,10 +1077,8 @@ fn lint_in_project(
     };
     let resummarised =
         cache.and_then(|cache| cache.summary_before(&target.path)) != Some(&extra.summary);
-    // Kept to the end of the run, for every file: without the room the pushes left.
-    extra.questions.shrink_to_fit();
     let asked = Asked {
-        questions: extra.questions,
+        questions: Questions::new(&extra.questions),
         reads,
         cached: false,
         resummarised,
