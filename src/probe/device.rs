@@ -162,14 +162,21 @@ impl Device {
 /// How many GPUs the CUDA driver lists (none without a driver), asked without a context: a
 /// distributed job's ranks may compute on any of them.
 pub fn count() -> usize {
-    catch_unwind(|| {
-        // SAFETY: only asks whether the library can be loaded.
-        if !unsafe { sys::is_culib_present() } || result::init().is_err() {
-            return 0;
-        }
-        result::device::get_count().map_or(0, |count| count.max(0) as usize)
-    })
-    .unwrap_or(0)
+    catch_unwind(driver_count)
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or(0)
+}
+
+/// Loads the driver (`cuInit`: no context, no device memory) and asks how many GPUs it lists.
+fn driver_count() -> Result<usize, String> {
+    // SAFETY: only asks whether the library can be loaded.
+    if !unsafe { sys::is_culib_present() } {
+        return Err("no CUDA driver library (libcuda.so) on this machine".into());
+    }
+    result::init().map_err(|error| format!("the CUDA driver did not initialise: {error}"))?;
+    let count = result::device::get_count().map_err(|error| error.to_string())?;
+    Ok(count.max(0) as usize)
 }
 
 /// What the CUDA driver tells of a device without a context.
@@ -181,17 +188,11 @@ struct DriverFacts {
 }
 
 fn driver_facts(index: usize) -> Result<DriverFacts, String> {
-    // SAFETY: only asks whether the library can be loaded.
-    if !unsafe { sys::is_culib_present() } {
-        return Err("no CUDA driver library (libcuda.so) on this machine".into());
-    }
-    // `cuInit` loads the driver; it creates no context and takes no device memory.
-    result::init().map_err(|error| format!("the CUDA driver did not initialise: {error}"))?;
-    let count = result::device::get_count().map_err(|error| error.to_string())?;
+    let count = driver_count()?;
     if count == 0 {
         return Err("the CUDA driver lists no GPU".into());
     }
-    if index >= count as usize {
+    if index >= count {
         return Err(format!(
             "--gpu {index}: the CUDA driver lists {count} GPU{} (0..{})",
             if count == 1 { "" } else { "s" },

@@ -929,31 +929,9 @@ fn run_summary(page: &mut String, report: &ProbeReport) {
             &super::render::held_lines(&post_mortem.held_by),
         );
     }
-    // A job of several ranks: each rank's lines and budget (the report's own are the lowest
-    // rank's).
-    let several = report.ranks.len() > 1;
-    let own = [(
-        String::new(),
-        report.attribution.as_ref(),
-        report.budget.as_ref(),
-    )];
-    let per_rank: Vec<_> = report
-        .ranks
-        .iter()
-        .map(|rank| {
-            (
-                format!("rank {}: ", rank.rank),
-                rank.attribution.as_ref(),
-                rank.budget.as_ref(),
-            )
-        })
-        .collect();
-    let memory = if several { &per_rank[..] } else { &own[..] };
-    if let Some(split) = post_mortem.and_then(|p| p.budget.as_ref()) {
-        budget_table(page, split, "");
-    }
-    for (prefix, attributed, split) in memory {
-        if let Some(attributed) = attributed {
+    for (at, memory) in super::render::memory_sections(report).iter().enumerate() {
+        let prefix = &memory.prefix;
+        if let Some(attributed) = memory.attribution {
             lines_table(
                 page,
                 &format!("{prefix}held at the peak, by the line that allocated it"),
@@ -967,7 +945,13 @@ fn run_summary(page: &mut String, report: &ProbeReport) {
                 );
             }
         }
-        if let Some(split) = split {
+        // The error's split (the lowest rank's, as the report's own) before the run's.
+        if at == 0
+            && let Some(split) = post_mortem.and_then(|p| p.budget.as_ref())
+        {
+            budget_table(page, split, "");
+        }
+        if let Some(split) = memory.split {
             budget_table(page, split, prefix);
         }
     }

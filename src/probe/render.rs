@@ -247,7 +247,7 @@ fn write_run(report: &ProbeReport, out: &mut dyn Write) -> io::Result<()> {
             writeln!(out, "{indent}{line}")?;
         }
         if let Some(split) = &post_mortem.budget {
-            write_budget(out, split, "    ")?;
+            write_budget(out, split, "    ", "")?;
         }
         if !post_mortem.held_by.is_empty() {
             writeln!(out, "    held at the error, by the line that allocated it:")?;
@@ -327,43 +327,53 @@ fn write_table(report: &ProbeReport, out: &mut dyn Write) -> io::Result<()> {
     )
 }
 
-/// Under the verdicts: how the memory split at the run's peak, and the lines holding it.
-/// A job of several ranks gets each rank's (the report's own are the lowest rank's).
-fn write_memory(report: &ProbeReport, out: &mut dyn Write) -> io::Result<()> {
-    if report.ranks.len() > 1 {
-        for rank in &report.ranks {
-            let prefix = format!("rank {}: ", rank.rank);
-            write_split_and_lines(
-                out,
-                rank.budget.as_ref(),
-                rank.attribution.as_ref(),
-                &prefix,
-            )?;
-        }
-        return Ok(());
-    }
-    write_split_and_lines(out, report.budget.as_ref(), report.attribution.as_ref(), "")
+/// One run's memory as the report shows it: its split at the peak and the lines holding it,
+/// each heading after `prefix` (`rank 1: ` in a job of several ranks).
+pub(super) struct Memory<'r> {
+    pub prefix: String,
+    pub split: Option<&'r Split>,
+    pub attribution: Option<&'r Attributed>,
 }
 
-/// The budget split and the lines holding the memory, each heading after `prefix`.
-fn write_split_and_lines(
-    out: &mut dyn Write,
-    split: Option<&Split>,
-    attribution: Option<&Attributed>,
-    prefix: &str,
-) -> io::Result<()> {
+/// The memory the report shows: the run's own, or in a job of several ranks each rank's (the
+/// report's own are the lowest rank's).
+pub(super) fn memory_sections(report: &ProbeReport) -> Vec<Memory<'_>> {
+    if report.ranks.len() > 1 {
+        return (report.ranks.iter())
+            .map(|rank| Memory {
+                prefix: format!("rank {}: ", rank.rank),
+                split: rank.budget.as_ref(),
+                attribution: rank.attribution.as_ref(),
+            })
+            .collect();
+    }
+    vec![Memory {
+        prefix: String::new(),
+        split: report.budget.as_ref(),
+        attribution: report.attribution.as_ref(),
+    }]
+}
+
+/// Under the verdicts: how the memory split at the run's peak, and the lines holding it.
+fn write_memory(report: &ProbeReport, out: &mut dyn Write) -> io::Result<()> {
+    for memory in memory_sections(report) {
+        write_split_and_lines(out, &memory)?;
+    }
+    Ok(())
+}
+
+fn write_split_and_lines(out: &mut dyn Write, memory: &Memory) -> io::Result<()> {
+    let Memory {
+        prefix,
+        split,
+        attribution,
+    } = memory;
     if split.is_none() && attribution.is_none() {
         return Ok(());
     }
     writeln!(out)?;
     if let Some(split) = split {
-        for (at, line) in split.lines().iter().enumerate() {
-            if at == 0 {
-                writeln!(out, "{prefix}{line}")?;
-            } else {
-                writeln!(out, "  {line}")?;
-            }
-        }
+        write_budget(out, split, "", prefix)?;
     }
     if let Some(attributed) = attribution {
         writeln!(
@@ -543,11 +553,15 @@ pub(super) fn growing_lines(growing: &[Growing]) -> Vec<String> {
         .collect()
 }
 
-/// A budget table under a heading at `indent`, its rows two spaces further in.
-fn write_budget(out: &mut dyn Write, split: &Split, indent: &str) -> io::Result<()> {
+/// A budget table under a heading at `indent` (after `heading`: `rank 1: `), its rows two
+/// spaces further in.
+fn write_budget(out: &mut dyn Write, split: &Split, indent: &str, heading: &str) -> io::Result<()> {
     for (at, line) in split.lines().iter().enumerate() {
-        let inner = if at == 0 { "" } else { "  " };
-        writeln!(out, "{indent}{inner}{line}")?;
+        if at == 0 {
+            writeln!(out, "{indent}{heading}{line}")?;
+        } else {
+            writeln!(out, "{indent}  {line}")?;
+        }
     }
     Ok(())
 }
