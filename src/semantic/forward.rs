@@ -396,7 +396,7 @@ impl<'a> Analysis<'a> {
             return !NOT_A_FORWARD.contains(&name) && !is_non_forward_method(name);
         }
         // A bare name: the file's own function, an import, or a local (a model argument).
-        !BUILTINS.contains(&name) || self.model.scopes.may_rename(name)
+        !BUILTINS.contains(&name) || self.model.scopes.may_import(name)
     }
 
     /// `self.predict_chunks(x)`: a call of a method of the caller's own class that runs a

@@ -1687,6 +1687,27 @@ mod tests {
     }
 
     #[test]
+    fn only_renaming_imports_and_aliases_may_end_in_another_name() {
+        let source = "import torch\nimport numpy as np\nfrom torch import load\nfrom torch import save as keep\nL = torch.load\ndef f(x):\n    y = x + 1\n";
+        let tree = parse(source, None).unwrap();
+        let model = SemanticModel::build(&tree, source, &[], frameworks::builtin());
+        let scopes = &model.scopes;
+        // What a rule's name filter may pass over: a call of `load` ends in `load`.
+        assert!(!scopes.may_rename("torch"));
+        assert!(!scopes.may_rename("load"));
+        assert!(!scopes.may_rename("y"));
+        assert!(scopes.may_rename("np"));
+        assert!(scopes.may_rename("keep"));
+        assert!(scopes.may_rename("L"));
+        // Each import is still another module's name.
+        for name in ["torch", "np", "load", "keep", "L"] {
+            assert!(scopes.may_import(name), "{name}");
+        }
+        assert!(!scopes.may_import("y"));
+        assert!(!scopes.may_import("f"));
+    }
+
+    #[test]
     fn syntax_errors_are_recorded_once_per_region() {
         let source = "def f(:\n    pass\nx = (1,\n";
         let tree = parse(source, None).unwrap();

@@ -1,7 +1,8 @@
 //! Scopes and the names bound in them, and resolving an expression to the qualified name of
 //! what it refers to (`L` → `torch.load` after `from torch import load as L`).
 
-use rustc_hash::FxHashMap as HashMap;
+use indexmap::IndexMap;
+use rustc_hash::FxBuildHasher;
 
 use tree_sitter::Node;
 
@@ -24,7 +25,7 @@ pub enum ScopeKind {
 pub struct Scope<'s> {
     pub kind: ScopeKind,
     pub parent: Option<ScopeId>,
-    pub bindings: HashMap<&'s str, Bindings<'s>>,
+    pub bindings: IndexMap<&'s str, Bindings<'s>, FxBuildHasher>,
     /// Names declared `global` here: their bindings go to the module scope.
     pub globals: Vec<&'s str>,
     /// The source range of the node that opens the scope (the whole file for the module).
@@ -113,9 +114,12 @@ pub struct Scopes<'s> {
     scopes: Vec<Scope<'s>>,
     /// Modules of `from m import *`, which may bind any name.
     pub star_imports: Vec<Box<str>>,
-    /// Names some scope binds to an import or an alias: only these can resolve to a name that
-    /// ends otherwise than they do (`from torch import load as L`).
+    /// Names some scope binds to an import under another name or to an alias: only these can
+    /// resolve to a name that ends otherwise than they do (`from torch import load as L`).
     renamed: rustc_hash::FxHashSet<&'s str>,
+    /// Names some scope binds to an import or an alias, renamed or not: only these can
+    /// resolve to another module's name.
+    imported: rustc_hash::FxHashSet<&'s str>,
 }
 
 /// Qualified names resolved through more than this many aliases are given up on.
@@ -139,7 +143,7 @@ impl<'s> Scopes<'s> {
         self.scopes.push(Scope {
             kind,
             parent,
-            bindings: HashMap::with_capacity_and_hasher(names, Default::default()),
+            bindings: IndexMap::with_capacity_and_hasher(names, FxBuildHasher),
             globals: Vec::new(),
             range,
             node,
@@ -203,8 +207,18 @@ impl<'s> Scopes<'s> {
     }
 
     pub fn bind(&mut self, scope: ScopeId, name: &'s str, binding: Binding<'s>) {
-        if matches!(binding.kind, BindingKind::Import(_) | BindingKind::Alias(_)) {
+        // `from torch import load` still ends in `load`; `import numpy as np` and
+        // `L = torch.load` do not.
+        let renames = match &binding.kind {
+            BindingKind::Import(qualified) => qualified.rsplit('.').next() != Some(name),
+            BindingKind::Alias(_) => true,
+            BindingKind::Definition | BindingKind::Other => false,
+        };
+        if renames {
             self.renamed.insert(name);
+        }
+        if matches!(binding.kind, BindingKind::Import(_) | BindingKind::Alias(_)) {
+            self.imported.insert(name);
         }
         let target = if self.scopes[scope].globals.contains(&name) {
             0
@@ -212,18 +226,24 @@ impl<'s> Scopes<'s> {
             scope
         };
         match self.scopes[target].bindings.entry(name) {
-            std::collections::hash_map::Entry::Occupied(mut bound) => bound.get_mut().push(binding),
-            std::collections::hash_map::Entry::Vacant(unbound) => {
+            indexmap::map::Entry::Occupied(mut bound) => bound.get_mut().push(binding),
+            indexmap::map::Entry::Vacant(unbound) => {
                 unbound.insert(Bindings::One(binding));
             }
         }
     }
 
     /// Whether a name may resolve to a qualified name whose last part is not the name itself:
-    /// some scope binds it to an import or an alias. Any other name resolves to nothing, to
+    /// some scope binds it to an import under another name or to an alias. Any other name resolves to nothing, to
     /// itself, or to itself in the module of a star import.
     pub fn may_rename(&self, name: &str) -> bool {
         self.renamed.contains(name)
+    }
+
+    /// Whether a name may resolve to another module's name (`from utils import train`): some
+    /// scope binds it to an import or an alias.
+    pub fn may_import(&self, name: &str) -> bool {
+        self.imported.contains(name)
     }
 
     pub fn declare_global(&mut self, scope: ScopeId, name: &'s str) {

@@ -29,7 +29,7 @@ impl<'a> Analysis<'a> {
             {
                 return true;
             }
-            return self.model.scopes.may_rename(name)
+            return self.model.scopes.may_import(name)
                 && self
                     .qualified_name(callee)
                     .is_some_and(|q| q.contains('.') && self.ask(Ask::Trains(q)).is_some());

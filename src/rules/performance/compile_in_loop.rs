@@ -40,11 +40,7 @@ impl Check for CompileInLoop {
                 (Some(expression), None)
             }
         } else {
-            if !checker.may_resolve_to(node, |last| last == "compile")
-                || node
-                    .parent()
-                    .is_some_and(|parent| parent.kind_id() == KINDS.decorator)
-            {
+            if !checker.may_resolve_to(node, |last| last == "compile") {
                 return;
             }
             let Some(first) = checker
@@ -59,6 +55,14 @@ impl Check for CompileInLoop {
             return;
         };
         if checker.qualified_name(callee).as_deref() != Some("torch.compile") {
+            return;
+        }
+        // Asked last: `parent()` walks down from the root.
+        if compiled.is_some()
+            && node
+                .parent()
+                .is_some_and(|parent| parent.kind_id() == KINDS.decorator)
+        {
             return;
         }
         let Some(repeated) = repeated(checker) else {
