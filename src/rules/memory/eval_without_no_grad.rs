@@ -497,11 +497,22 @@ fn needs_gradients<'a>(checker: &Checker<'a>, function: Option<Node<'a>>, receiv
         Some(function) => checker.node_text(function),
         None => checker.text(),
     };
-    if whole.contains("requires_grad_(") && !whole.contains("requires_grad_(False)")
-        || whole.contains("requires_grad=True")
-        || whole.contains("requires_grad = True")
-        || whole.contains("autograd.grad(")
-    {
+    let asks_for_gradients = || {
+        whole.contains("requires_grad_(") && !whole.contains("requires_grad_(False)")
+            || whole.contains("requires_grad=True")
+            || whole.contains("requires_grad = True")
+            || whole.contains("autograd.grad(")
+    };
+    // Once per function: a training function's every model call asks, and each question
+    // reads the whole function.
+    let current = checker.current_function().map(|(current, _)| current.id());
+    let asks = match function {
+        Some(function) if current == Some(function.id()) => {
+            checker.function_memo("asks for gradients", asks_for_gradients)
+        }
+        _ => asks_for_gradients(),
+    };
+    if asks {
         return true;
     }
     let region_node = checker
