@@ -294,7 +294,19 @@ impl<'a> Checker<'a> {
 
     /// A fact about the current function, computed once per function and question.
     pub fn function_memo(&self, question: &'static str, compute: impl FnOnce() -> bool) -> bool {
-        let Some((function, _)) = self.current_function() else {
+        let function = self.current_function().map(|(function, _)| function);
+        self.memo_of(function, question, compute)
+    }
+
+    /// A fact about `function` (the module's top level when `None`, not remembered), computed
+    /// once per function and question.
+    pub fn memo_of(
+        &self,
+        function: Option<Node<'_>>,
+        question: &'static str,
+        compute: impl FnOnce() -> bool,
+    ) -> bool {
+        let Some(function) = function else {
             return compute();
         };
         // The question's address and length: two questions share an address only when one's

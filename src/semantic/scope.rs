@@ -210,15 +210,15 @@ impl<'s> Scopes<'s> {
         // `from torch import load` still ends in `load`; `import numpy as np` and
         // `L = torch.load` do not.
         let renames = match &binding.kind {
-            BindingKind::Import(qualified) => qualified.rsplit('.').next() != Some(name),
-            BindingKind::Alias(_) => true,
-            BindingKind::Definition | BindingKind::Other => false,
+            BindingKind::Import(qualified) => Some(qualified.rsplit('.').next() != Some(name)),
+            BindingKind::Alias(_) => Some(true),
+            BindingKind::Definition | BindingKind::Other => None,
         };
-        if renames {
-            self.renamed.insert(name);
-        }
-        if matches!(binding.kind, BindingKind::Import(_) | BindingKind::Alias(_)) {
+        if let Some(renames) = renames {
             self.imported.insert(name);
+            if renames {
+                self.renamed.insert(name);
+            }
         }
         let target = if self.scopes[scope].globals.contains(&name) {
             0
@@ -234,8 +234,8 @@ impl<'s> Scopes<'s> {
     }
 
     /// Whether a name may resolve to a qualified name whose last part is not the name itself:
-    /// some scope binds it to an import under another name or to an alias. Any other name resolves to nothing, to
-    /// itself, or to itself in the module of a star import.
+    /// some scope binds it to an import under another name or to an alias. Any other name
+    /// resolves to nothing, to itself, or to itself in the module of a star import.
     pub fn may_rename(&self, name: &str) -> bool {
         self.renamed.contains(name)
     }

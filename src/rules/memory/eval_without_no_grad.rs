@@ -505,14 +505,7 @@ fn needs_gradients<'a>(checker: &Checker<'a>, function: Option<Node<'a>>, receiv
     };
     // Once per function: a training function's every model call asks, and each question
     // reads the whole function.
-    let current = checker.current_function().map(|(current, _)| current.id());
-    let asks = match function {
-        Some(function) if current == Some(function.id()) => {
-            checker.function_memo("asks for gradients", asks_for_gradients)
-        }
-        _ => asks_for_gradients(),
-    };
-    if asks {
+    if checker.memo_of(function, "asks for gradients", asks_for_gradients) {
         return true;
     }
     let region_node = checker
