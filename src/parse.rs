@@ -490,6 +490,26 @@ pub fn is_identifier_char(c: char) -> bool {
     c == '_' || c.is_alphanumeric()
 }
 
+/// Whether `word` occurs in `text` as a whole identifier (`loss` in `total + loss.item()`,
+/// not in `loss_fn`). A `word` that is not an identifier (empty, or `self.x`) occurs in none.
+pub fn mentions_word(text: &str, word: &str) -> bool {
+    let Some(&first) = word.as_bytes().first() else {
+        return false;
+    };
+    if !word.chars().all(is_identifier_char) {
+        return false;
+    }
+    // By the first byte, then the rest: a searcher built per call costs more than the short
+    // texts it searches. The first byte of a UTF-8 character never continues another, so a
+    // match starts and ends on character boundaries.
+    let bytes = text.as_bytes();
+    memchr::memchr_iter(first, bytes).any(|at| {
+        bytes[at..].starts_with(word.as_bytes())
+            && !text[..at].ends_with(is_identifier_char)
+            && !text[at + word.len()..].starts_with(is_identifier_char)
+    })
+}
+
 /// The source text of a node.
 pub fn text<'a>(node: Node<'_>, source: &'a str) -> &'a str {
     source.get(node.byte_range()).unwrap_or("")
@@ -594,6 +614,35 @@ pub fn find_argument<'t>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_word_is_mentioned_only_as_a_whole_identifier() {
+        // What splitting the text at every non-identifier character and comparing the words
+        // gives, on the texts the rules ask about.
+        let split =
+            |text: &str, word: &str| text.split(|c| !is_identifier_char(c)).any(|w| w == word);
+        let cases = [
+            ("total + loss.item()", "loss"),
+            ("loss_fn(x)", "loss"),
+            ("my_loss", "loss"),
+            ("loss", "loss"),
+            ("(loss)", "loss"),
+            ("lossy + loss", "loss"),
+            ("xloss, loss2, loss", "loss"),
+            ("éloss + lossé", "loss"),
+            ("réseau(x)", "réseau"),
+            ("a.réseau", "réseau"),
+            ("self.x", "self.x"),
+            ("self.x", "x"),
+            ("", "x"),
+            ("x", ""),
+            ("(x)", ""),
+        ];
+        for (text, word) in cases {
+            let expected = split(text, word) && !word.is_empty();
+            assert_eq!(mentions_word(text, word), expected, "{word:?} in {text:?}");
+        }
+    }
 
     #[test]
     fn kind_ids_agree_with_tree_sitter() {

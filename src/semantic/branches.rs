@@ -48,11 +48,7 @@ impl<'a> Analysis<'a> {
             .chunk_by(|a, b| a == b)
             .filter(|same| same.len() > 1)
             .map(|same| same[0])
-            .filter(|operand| {
-                !operand
-                    .split(|c: char| !c.is_alphanumeric() && c != '_')
-                    .any(|word| word == name)
-            })
+            .filter(|operand| !crate::parse::mentions_word(operand, name))
             .collect();
         if shared.is_empty() {
             return false;

@@ -306,15 +306,9 @@ fn passed_parameter<'a>(
         .parameter_names(function)
         .into_iter()
         .filter(|(index, name)| {
-            (facts.class.is_none() || *index > 0)
-                && text
-                    .split(|c: char| !c.is_alphanumeric() && c != '_')
-                    .any(|word| word == *name)
+            (facts.class.is_none() || *index > 0) && crate::parse::mentions_word(text, name)
                 || analysis.reaching_value(value).is_some_and(|bound| {
-                    checker
-                        .node_text(bound)
-                        .split(|c: char| !c.is_alphanumeric() && c != '_')
-                        .any(|word| word == *name)
+                    crate::parse::mentions_word(checker.node_text(bound), name)
                 })
         })
         .find_map(|(index, name)| {

@@ -11,7 +11,7 @@ use tree_sitter::Node;
 use super::analysis::Analysis;
 use super::scope::Site;
 use super::values::{Kind, Tri, ValueFacts};
-use crate::parse::{FIELDS, KINDS};
+use crate::parse::{FIELDS, KINDS, mentions_word};
 
 /// A parameter a method keeps on `self`, and how.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -481,7 +481,7 @@ impl<'a> Analysis<'a> {
     /// variable over it (`Some(true)`: `for i, v in enumerate(values): self.sum[i] += v`).
     fn derives_from(&self, value: Node<'a>, name: &str) -> Option<bool> {
         let text = self.text(value);
-        if mentions(text, name) {
+        if mentions_word(text, name) {
             return Some(false);
         }
         if value.kind_id() != KINDS.identifier {
@@ -492,7 +492,7 @@ impl<'a> Analysis<'a> {
                 .scopes
                 .lookup(self.scope_at(value), text, value.start_byte())?;
         if bindings.iter().any(|binding| match binding.site {
-            Site::Loop { iterable, .. } => mentions(self.text(iterable), name),
+            Site::Loop { iterable, .. } => mentions_word(self.text(iterable), name),
             _ => false,
         }) {
             return Some(true);
@@ -501,7 +501,7 @@ impl<'a> Analysis<'a> {
         // name's values (`loss = obj.loss(pred, y)`, then `if ...: loss = rearrange(loss)`).
         self.bound_values(value)
             .into_iter()
-            .any(|bound| bound.id() != value.id() && mentions(self.text(bound), name))
+            .any(|bound| bound.id() != value.id() && mentions_word(self.text(bound), name))
             .then_some(false)
     }
 
@@ -638,9 +638,4 @@ fn detaches(text: &str) -> bool {
     ]
     .iter()
     .any(|d| text.contains(d))
-}
-
-fn mentions(text: &str, name: &str) -> bool {
-    text.split(|c: char| !c.is_alphanumeric() && c != '_')
-        .any(|word| word == name)
 }

@@ -298,10 +298,7 @@ fn replaces_itself<'a>(checker: &Checker<'a>, assignment: Node<'a>) -> bool {
     checker.enclosing_loops().into_iter().any(|loop_node| {
         loop_node.kind_id() == KINDS.for_statement
             && checker.field(loop_node, FIELDS.left).is_some_and(|target| {
-                checker
-                    .node_text(target)
-                    .split(|c: char| !c.is_alphanumeric() && c != '_')
-                    .any(|name| name == checker.node_text(key))
+                crate::parse::mentions_word(checker.node_text(target), checker.node_text(key))
             })
             && checker
                 .field(loop_node, FIELDS.right)

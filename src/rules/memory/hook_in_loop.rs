@@ -176,10 +176,7 @@ fn on_a_model_passed_in<'a>(checker: &Checker<'a>, call: Node<'a>) -> bool {
         let name = checker.node_text(root);
         let walked = checker.enclosing_loops().into_iter().find_map(|loop_node| {
             let target = checker.field(loop_node, FIELDS.left)?;
-            let names_it = checker
-                .node_text(target)
-                .split(|c: char| !c.is_alphanumeric() && c != '_')
-                .any(|part| part == name);
+            let names_it = crate::parse::mentions_word(checker.node_text(target), name);
             names_it
                 .then(|| checker.field(loop_node, FIELDS.right))
                 .flatten()

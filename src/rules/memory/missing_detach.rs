@@ -8,7 +8,7 @@ use super::tensor_accumulated::in_module_forward;
 use super::{How, accumulation, carrying_loops, forward_call, loop_header, short};
 use crate::checker::Checker;
 use crate::diagnostic::{Diagnostic, Fix};
-use crate::parse::{FIELDS, KINDS, is_identifier_char};
+use crate::parse::{FIELDS, KINDS, mentions_word};
 use crate::rule_meta::RuleMeta;
 use crate::rules::{Check, edits};
 use crate::semantic::values::{Kind, Tri};
@@ -175,21 +175,6 @@ fn may_store_on_self<'a>(checker: &Checker<'a>, node: Node<'a>) -> bool {
         } else {
             text.starts_with("self.")
         }
-    })
-}
-
-/// Whether `word` occurs in `text` as a whole identifier.
-fn mentions_word(text: &str, word: &str) -> bool {
-    if word.is_empty() {
-        return false;
-    }
-    // By the first byte, then the rest: a searcher built per call costs more than the short
-    // texts it would search.
-    let bytes = text.as_bytes();
-    memchr::memchr_iter(word.as_bytes()[0], bytes).any(|at| {
-        bytes[at..].starts_with(word.as_bytes())
-            && !text[..at].ends_with(is_identifier_char)
-            && !text[at + word.len()..].starts_with(is_identifier_char)
     })
 }
 

@@ -422,9 +422,7 @@ fn storing_statement<'a>(
 }
 
 fn mentions_name<'a>(checker: &Checker<'a>, node: Node<'a>, name: &str) -> bool {
-    let text = checker.node_text(node);
-    text.split(|c: char| !c.is_alphanumeric() && c != '_')
-        .any(|word| word == name)
+    crate::parse::mentions_word(checker.node_text(node), name)
 }
 
 fn detaches<'a>(checker: &Checker<'a>, node: Node<'a>) -> bool {
