@@ -89,6 +89,9 @@ pub struct Analysis<'a> {
     pub(super) loop_steps: RefCell<super::steps::LoopSteps>,
     /// Loops over evaluation data, by loop node id.
     pub(super) evaluation_loops: RefCell<HashMap<usize, bool>>,
+    /// The class each expression asked about is an instance of, by node id: the value
+    /// analysis asks it of the same receivers for every attribute and call on them.
+    pub(super) instance_memo: RefCell<HashMap<usize, Option<super::instances::ClassRef>>>,
 }
 
 /// The fact base and the file's place in it.
@@ -120,6 +123,7 @@ impl<'a> Analysis<'a> {
             questions: RefCell::new(Vec::new()),
             loop_steps: RefCell::new(HashMap::default()),
             evaluation_loops: RefCell::new(HashMap::default()),
+            instance_memo: RefCell::new(HashMap::default()),
             module_evidence: OnceCell::new(),
             frozen: OnceCell::new(),
             runs_forward_memo: RefCell::new(HashMap::default()),

@@ -26,7 +26,14 @@ const MAX_DEPTH: usize = 6;
 impl<'a> Analysis<'a> {
     /// The class `node`'s value is an instance of.
     pub fn instance_class(&self, node: Node<'a>) -> Option<ClassRef> {
-        self.instance_class_at_depth(node, 0)
+        if let Some(known) = self.instance_memo.borrow().get(&node.id()) {
+            return known.clone();
+        }
+        let class = self.instance_class_at_depth(node, 0);
+        self.instance_memo
+            .borrow_mut()
+            .insert(node.id(), class.clone());
+        class
     }
 
     fn instance_class_at_depth(&self, node: Node<'a>, depth: usize) -> Option<ClassRef> {
