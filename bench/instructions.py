@@ -55,17 +55,22 @@ def counted(binary: Path, args: list[str], cwd: Path, scratch: Path) -> int:
     return totals(profile)
 
 
+def drive_server(command: Path, edits: int) -> None:
+    """One server session of `edits` keystrokes (server_latency.py's), run by `command`."""
+    subprocess.run(
+        [sys.executable, str(BENCH / "server_latency.py"), "--torchlint", str(command),
+         "--rounds", "1", "--edits", str(edits)],
+        cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        check=False,
+    )
+
+
 def warm_project_cache(binary: Path) -> None:
     """One short server session, not counted: it leaves the project's result cache as this
     binary writes it. Both counted sessions then open the document on a warm cache; were one
     to find another binary's cache (cold) and the other its own, their difference would carry
     a whole project's lint, not only keystrokes."""
-    subprocess.run(
-        [sys.executable, str(BENCH / "server_latency.py"), "--torchlint", str(binary),
-         "--rounds", "1", "--edits", "2"],
-        cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        check=False,
-    )
+    drive_server(binary, 2)
 
 
 def server_edits(binary: Path, edits: int, scratch: Path) -> int:
@@ -78,12 +83,7 @@ def server_edits(binary: Path, edits: int, scratch: Path) -> int:
         encoding="utf-8",
     )
     wrapper.chmod(0o755)
-    subprocess.run(
-        [sys.executable, str(BENCH / "server_latency.py"), "--torchlint", str(wrapper),
-         "--rounds", "1", "--edits", str(edits)],
-        cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        check=False,
-    )
+    drive_server(wrapper, edits)
     return totals(profile)
 
 

@@ -7,7 +7,7 @@
 use tree_sitter::Node;
 
 use super::analysis::Analysis;
-use crate::parse::{FIELDS, KINDS};
+use crate::parse::{FIELDS, KINDS, mentions_word};
 
 /// At most this many operands are shared between two nodes' conditions: every assignment of
 /// them is tried.
@@ -48,7 +48,7 @@ impl<'a> Analysis<'a> {
             .chunk_by(|a, b| a == b)
             .filter(|same| same.len() > 1)
             .map(|same| same[0])
-            .filter(|operand| !crate::parse::mentions_word(operand, name))
+            .filter(|operand| !mentions_word(operand, name))
             .collect();
         if shared.is_empty() {
             return false;

@@ -6,7 +6,7 @@ use tree_sitter::Node;
 
 use super::per_batch::own_method_name;
 use super::position::Position;
-use crate::parse::{FIELDS, KINDS};
+use crate::parse::{FIELDS, KINDS, mentions_word};
 
 /// An argument of a call: its position (`self` is 0) or keyword, and its value.
 type PassedArgument<'a> = (Option<u32>, Option<&'a str>, Node<'a>);
@@ -306,10 +306,10 @@ fn passed_parameter<'a>(
         .parameter_names(function)
         .into_iter()
         .filter(|(index, name)| {
-            (facts.class.is_none() || *index > 0) && crate::parse::mentions_word(text, name)
-                || analysis.reaching_value(value).is_some_and(|bound| {
-                    crate::parse::mentions_word(checker.node_text(bound), name)
-                })
+            (facts.class.is_none() || *index > 0) && mentions_word(text, name)
+                || analysis
+                    .reaching_value(value)
+                    .is_some_and(|bound| mentions_word(checker.node_text(bound), name))
         })
         .find_map(|(index, name)| {
             let given = analysis.facts_given_parameter(value, function, index, graph_carrying);

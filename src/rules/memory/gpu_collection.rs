@@ -11,7 +11,7 @@ use super::{
 };
 use crate::checker::Checker;
 use crate::diagnostic::{Diagnostic, Edit, Fix};
-use crate::parse::{FIELDS, KINDS};
+use crate::parse::{FIELDS, KINDS, mentions_word};
 use crate::rule_meta::RuleMeta;
 use crate::rules::{Check, edits};
 use crate::semantic::cross_file::Assumption;
@@ -298,7 +298,7 @@ fn replaces_itself<'a>(checker: &Checker<'a>, assignment: Node<'a>) -> bool {
     checker.enclosing_loops().into_iter().any(|loop_node| {
         loop_node.kind_id() == KINDS.for_statement
             && checker.field(loop_node, FIELDS.left).is_some_and(|target| {
-                crate::parse::mentions_word(checker.node_text(target), checker.node_text(key))
+                mentions_word(checker.node_text(target), checker.node_text(key))
             })
             && checker
                 .field(loop_node, FIELDS.right)

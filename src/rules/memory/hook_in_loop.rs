@@ -8,7 +8,7 @@ use super::tensor_accumulated::in_module_forward;
 use super::{loop_header, per_batch_function};
 use crate::checker::Checker;
 use crate::diagnostic::{Diagnostic, Edit, Fix};
-use crate::parse::{FIELDS, KINDS};
+use crate::parse::{FIELDS, KINDS, mentions_word};
 use crate::rule_meta::RuleMeta;
 use crate::rules::{Check, edits};
 use crate::semantic::hooks::MODULE_HOOKS;
@@ -176,7 +176,7 @@ fn on_a_model_passed_in<'a>(checker: &Checker<'a>, call: Node<'a>) -> bool {
         let name = checker.node_text(root);
         let walked = checker.enclosing_loops().into_iter().find_map(|loop_node| {
             let target = checker.field(loop_node, FIELDS.left)?;
-            let names_it = crate::parse::mentions_word(checker.node_text(target), name);
+            let names_it = mentions_word(checker.node_text(target), name);
             names_it
                 .then(|| checker.field(loop_node, FIELDS.right))
                 .flatten()

@@ -11,7 +11,7 @@ use super::{
 };
 use crate::checker::Checker;
 use crate::diagnostic::{Diagnostic, Edit, Fix, Severity};
-use crate::parse::{FIELDS, KINDS};
+use crate::parse::{FIELDS, KINDS, mentions_word};
 use crate::rule_meta::RuleMeta;
 use crate::rules::{Check, edits};
 use crate::semantic::values::{Kind, Tri};
@@ -422,7 +422,7 @@ fn storing_statement<'a>(
 }
 
 fn mentions_name<'a>(checker: &Checker<'a>, node: Node<'a>, name: &str) -> bool {
-    crate::parse::mentions_word(checker.node_text(node), name)
+    mentions_word(checker.node_text(node), name)
 }
 
 fn detaches<'a>(checker: &Checker<'a>, node: Node<'a>) -> bool {
