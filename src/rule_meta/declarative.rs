@@ -43,7 +43,7 @@ impl std::fmt::Debug for DeclarativeRule {
 pub struct MatchClause {
     /// The rule's query, shared by its clauses: compiling one scans the grammar's whole parse
     /// table (about 2.5 ms for Python), once per query whatever its patterns, so a rule
-    /// compiles all its patterns at once.
+    /// compiles all its patterns at once (and a pattern two clauses share, once).
     pub query: Arc<Query>,
     /// This clause's pattern in `query`.
     pub pattern: usize,
@@ -340,30 +340,49 @@ fn build(
     raw.into_iter()
         .enumerate()
         .map(|(index, clause)| {
-            let compiled = shared.as_ref().map(|query| (Arc::clone(query), index));
+            let compiled = shared
+                .as_ref()
+                .map(|(query, patterns)| (Arc::clone(query), patterns[index]));
             MatchClause::from_raw(clause, toml_text, message, compiled)
         })
         .collect()
 }
 
-/// One query holding every clause's pattern, the `index`th pattern being the `index`th
-/// clause's; None when that does not hold (a pattern with an error, or with no or two
-/// patterns in it), and each clause is then compiled alone, to say which is wrong and where.
-fn shared_query(raw: &[Spanned<RawMatch>]) -> Option<Arc<Query>> {
+/// One query holding every distinct pattern of the clauses, and each clause's pattern in it:
+/// clauses written with the same pattern (TL108's two, which differ in their predicates) share
+/// one, as each pattern adds its own analysis of the grammar to the query's compiling. None
+/// when the query's patterns are not the distinct texts in order (a pattern with an error, or
+/// with no or two patterns in it), and each clause is then compiled alone, to say which is
+/// wrong and where.
+fn shared_query(raw: &[Spanned<RawMatch>]) -> Option<(Arc<Query>, Vec<usize>)> {
+    let mut distinct: Vec<&str> = Vec::new();
+    let patterns: Vec<usize> = raw
+        .iter()
+        .map(|clause| {
+            let pattern = clause.get_ref().pattern.get_ref().as_str();
+            distinct
+                .iter()
+                .position(|known| *known == pattern)
+                .unwrap_or_else(|| {
+                    distinct.push(pattern);
+                    distinct.len() - 1
+                })
+        })
+        .collect();
     let mut text = String::new();
-    let mut starts = Vec::with_capacity(raw.len());
-    for clause in raw {
+    let mut starts = Vec::with_capacity(distinct.len());
+    for pattern in &distinct {
         starts.push(text.len());
-        text.push_str(clause.get_ref().pattern.get_ref());
+        text.push_str(pattern);
         text.push('\n');
     }
     let query = Query::new(&python(), &text).ok()?;
-    let aligned = query.pattern_count() == raw.len()
+    let aligned = query.pattern_count() == distinct.len()
         && starts.iter().enumerate().all(|(index, &start)| {
             let end = starts.get(index + 1).copied().unwrap_or(text.len());
             (start..end).contains(&query.start_byte_for_pattern(index))
         });
-    aligned.then(|| Arc::new(query))
+    aligned.then(|| (Arc::new(query), patterns))
 }
 
 /// One clause's pattern compiled by itself, its errors pointing into the rule file.

@@ -632,6 +632,26 @@ print(1)  # expect: ACME001
     }
 
     #[test]
+    fn clauses_with_the_same_pattern_share_it_in_the_query() {
+        // A second clause with the first one's pattern and a predicate of its own, and a third
+        // with a pattern of its own.
+        let more = "[[match]]\npattern = '''(call function: (identifier) @f) @report'''\n\
+                    require = [{ resolves = \"f\", to = [\"input\"] }]\n\
+                    [[match]]\npattern = '''(call function: (attribute) @f) @report'''\n\
+                    require = [{ resolves = \"f\", to = [\"sys.exit\"] }]\n+++\n## What it does";
+        let text = GOOD.replace("+++\n## What it does", more);
+        let rule = parse_rule_file(user("packs/acme/no-print.md"), &text).unwrap();
+        let Implementation::Declarative(spec) = &rule.implementation else {
+            panic!("a declarative rule");
+        };
+        let clauses = spec.clauses();
+        assert_eq!(clauses.len(), 3);
+        assert_eq!(clauses[0].query.pattern_count(), 2);
+        assert_eq!(clauses[0].pattern, clauses[1].pattern);
+        assert_ne!(clauses[0].pattern, clauses[2].pattern);
+    }
+
+    #[test]
     fn errors_name_the_line() {
         let bad = GOOD.replace("require = [{ resolves", "require = [{ resolve");
         let error = parse_rule_file(user("packs/acme/no-print.md"), &bad).unwrap_err();
