@@ -21,6 +21,9 @@ unsafe extern "C" {
         kinds: *mut u16,
         capacity: u32,
     ) -> u32;
+
+    /// Prefetches the node's data and the array of its children.
+    fn torchlint_prefetch(node: TSNode);
 }
 
 /// Named children with their kind ids, kept as a stack: a walk pushes a node's children when
@@ -91,6 +94,16 @@ impl<'t> NamedChildren<'t> {
             ) as usize;
             self.nodes.set_len(len + written);
             self.kinds.set_len(len + written);
+        }
+    }
+
+    /// Asks for the `index`th child's data ahead of the walk reaching it (a hint: no effect
+    /// on what the walk sees).
+    pub fn prefetch(&self, index: usize) {
+        if let Some(node) = self.nodes.get(index) {
+            // SAFETY: the node is one of the tree's (pushed from it); the call only reads the
+            // word its id points to and hints at the address it holds.
+            unsafe { torchlint_prefetch(node.into_raw()) }
         }
     }
 
