@@ -689,7 +689,7 @@ impl<'a> Builder<'a> {
     fn run_named(mut self, root: Node<'a>) -> SemanticModel<'a> {
         /// How many siblings ahead the walk prefetches: about as many nodes as it visits in
         /// the time memory takes to answer.
-        const PREFETCH_AHEAD: u32 = 4;
+        const PREFETCH_AHEAD: u32 = 8;
         let mut stack: Vec<Frame<'a>> = Vec::with_capacity(64);
         // The named children of every node on `stack`, each frame's after its parent's.
         let mut children = NamedChildren::with_capacity(256);
