@@ -42,8 +42,8 @@ impl std::fmt::Debug for DeclarativeRule {
 #[derive(Debug)]
 pub struct MatchClause {
     /// The rule's query, shared by its clauses: compiling one scans the grammar's whole parse
-    /// table (about 2.5 ms for Python), once per query whatever its patterns, so a rule
-    /// compiles all its patterns at once (and a pattern two clauses share, once).
+    /// table (about 2.5 ms for Python) once per query, and each pattern adds its own analysis,
+    /// so a rule compiles its distinct patterns at once (see `shared_query`).
     pub query: Arc<Query>,
     /// This clause's pattern in `query`.
     pub pattern: usize,
