@@ -462,6 +462,13 @@ impl FactBase {
         }
         let mut pending = false;
         for star in &summary.stars {
+            // A module outside the run re-exports nothing the run can see. Looked up by name
+            // it would resolve to a package above it, which can be this very file (`from
+            // .albert import *` in `models/__init__.py` when the run holds no `albert`), and
+            // every name not found would search every star again, each a level deeper.
+            if self.module_file(star, Some(file)).is_none() {
+                continue;
+            }
             match in_star(star) {
                 Lookup::External => {}
                 Lookup::Pending => pending = true,
