@@ -69,6 +69,8 @@ pub struct Analysis<'a> {
     pub(super) if_statements: OnceCell<Vec<Node<'a>>>,
     /// The last statement asked about as a store on `self`, with the answer.
     pub(super) last_store: std::cell::Cell<Option<(usize, Option<super::stores::Store<'a>>)>>,
+    /// Per class, its `self.m(...)` calls of its own methods (`stores`).
+    pub(super) self_calls: RefCell<HashMap<usize, std::rc::Rc<[super::stores::SelfCall<'a>]>>>,
     /// Methods by node id, and the parameters they keep (`stores`).
     pub(super) stored_memo: RefCell<HashMap<usize, Vec<super::stores::StoredParameter>>>,
     /// What a class's methods store into the slots of a container on `self` (device, graph),
@@ -131,6 +133,7 @@ impl<'a> Analysis<'a> {
             forward_with_grad_memo: RefCell::new(HashMap::default()),
             backpropagated: RefCell::new(HashMap::default()),
             graph_calls: RefCell::new(Vec::new()),
+            self_calls: RefCell::new(HashMap::default()),
             stored_memo: RefCell::new(HashMap::default()),
             slot_memo: RefCell::new(HashMap::default()),
             parameter_memo: RefCell::new(HashMap::default()),

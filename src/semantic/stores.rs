@@ -13,6 +13,15 @@ use super::scope::Site;
 use super::values::{Kind, Tri, ValueFacts};
 use crate::parse::{FIELDS, KINDS, mentions_word};
 
+/// A `self.m(...)` call of a class's own method: where it starts, and the position of the
+/// method's name among the class's methods.
+#[derive(Clone, Copy)]
+pub(super) struct SelfCall<'a> {
+    start: usize,
+    method: usize,
+    call: Node<'a>,
+}
+
 /// A parameter a method keeps on `self`, and how.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct StoredParameter {
@@ -107,6 +116,44 @@ impl<'a> Analysis<'a> {
             .collect()
     }
 
+    /// A class's `self.m(...)` calls of its own methods, by start. Worked out once per class:
+    /// asked for every method, method by method it was a lookup of every method's name.
+    fn self_calls(&self, class: usize) -> std::rc::Rc<[SelfCall<'a>]> {
+        if let Some(known) = self.self_calls.borrow().get(&class) {
+            return known.clone();
+        }
+        let methods = &self.model.classes[class].methods;
+        let mut calls: Vec<SelfCall<'a>> = Vec::new();
+        for (method, (name, _)) in methods.iter().enumerate() {
+            // A name defined twice (a property's setter) adds no call the first did not.
+            if methods[..method].iter().any(|(earlier, _)| earlier == name) {
+                continue;
+            }
+            let Some(named) = self.model.calls_by_name.get(name) else {
+                continue;
+            };
+            for &call in named {
+                if self.model.callee(call).is_some_and(|callee| {
+                    callee.kind_id() == KINDS.attribute
+                        && callee
+                            .child_by_field_id(FIELDS.object)
+                            .is_some_and(|object| self.text(object) == "self")
+                }) {
+                    calls.push(SelfCall {
+                        start: call.start_byte(),
+                        method,
+                        call,
+                    });
+                }
+            }
+        }
+        // Stable: each method's calls stay in document order.
+        calls.sort_by_key(|call| call.start);
+        let calls: std::rc::Rc<[SelfCall<'a>]> = calls.into();
+        self.self_calls.borrow_mut().insert(class, calls.clone());
+        calls
+    }
+
     /// The calls of a name (`f(...)`, `x.f(...)`) that start in `range`.
     fn calls_in(&self, name: &str, range: std::ops::Range<usize>) -> &[Node<'a>] {
         let Some(calls) = self.model.calls_by_name.get(name) else {
@@ -187,26 +234,19 @@ impl<'a> Analysis<'a> {
             graph: Tri::Yes,
             ..ValueFacts::default()
         };
-        // `self.m(...)` calls in the body, by the names the model's walk recorded.
+        // `self.m(...)` calls in the body, by method in the class's order, each method's in
+        // document order: the first call to pass a parameter on decides its entry.
         let range = body.byte_range();
-        let mut calls: Vec<Node<'a>> = Vec::new();
-        for (name, _) in &self.model.classes[class].methods {
-            for &call in self.calls_in(name, range.clone()) {
-                if self.model.callee(call).is_some_and(|callee| {
-                    callee.kind_id() == KINDS.attribute
-                        && callee
-                            .child_by_field_id(FIELDS.object)
-                            .is_some_and(|object| self.text(object) == "self")
-                }) {
-                    calls.push(call);
-                }
-            }
-        }
-        if calls.is_empty() {
+        let self_calls = self.self_calls(class);
+        let first = self_calls.partition_point(|call| call.start < range.start);
+        let end = first + self_calls[first..].partition_point(|call| call.start < range.end);
+        if first == end {
             return Vec::new();
         }
+        let mut calls = self_calls[first..end].to_vec();
+        calls.sort_by_key(|call| call.method);
         let mut forwarded = Vec::new();
-        for call in calls {
+        for SelfCall { call, .. } in calls {
             let Some(name) = self.model.call_name(call) else {
                 continue;
             };
