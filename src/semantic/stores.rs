@@ -160,9 +160,7 @@ impl<'a> Analysis<'a> {
             return &[];
         };
         // In document order, as the walk recorded them.
-        let first = calls.partition_point(|call| call.start_byte() < range.start);
-        let end = first + calls[first..].partition_point(|call| call.start_byte() < range.end);
-        &calls[first..end]
+        super::in_range(calls, range, |call| call.start_byte())
     }
 
     /// The statements assigning `self.<attribute>` (or `+=`) whose start lies in `range`.
@@ -238,12 +236,10 @@ impl<'a> Analysis<'a> {
         // document order: the first call to pass a parameter on decides its entry.
         let range = body.byte_range();
         let self_calls = self.self_calls(class);
-        let first = self_calls.partition_point(|call| call.start < range.start);
-        let end = first + self_calls[first..].partition_point(|call| call.start < range.end);
-        if first == end {
+        let mut calls = super::in_range(&self_calls, range, |call| call.start).to_vec();
+        if calls.is_empty() {
             return Vec::new();
         }
-        let mut calls = self_calls[first..end].to_vec();
         calls.sort_by_key(|call| call.method);
         let mut forwarded = Vec::new();
         for SelfCall { call, .. } in calls {
