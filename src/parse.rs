@@ -80,18 +80,20 @@ pub struct Unparsable {
 /// too (an over-estimate, never an under-estimate).
 pub fn check_parsable(text: &str) -> Result<(), Unparsable> {
     let bytes = text.as_bytes();
-    // Fast path: fewer than 100 columns of leading whitespace means fewer than 100 levels.
-    let mut deep_line = None;
-    let mut start = 0;
-    while start < bytes.len() {
-        let end = memchr::memchr(b'\n', &bytes[start..]).map_or(bytes.len(), |i| start + i);
-        if indent_width(&bytes[start..end]) > MAX_INDENT_LEVELS {
-            deep_line = Some(start);
-            break;
-        }
-        start = end + 1;
-    }
-    if deep_line.is_none() {
+    // Fast path: fewer than 100 columns of leading whitespace means fewer than 100 levels. A
+    // tab is at most 8 columns, so a line indented further starts with at least 13 whitespace
+    // bytes: only lines whose 13th byte is whitespace are measured (the editor runs this on
+    // every keystroke).
+    let min_bytes = MAX_INDENT_LEVELS / 8 + 1;
+    let deep = std::iter::once(0)
+        .chain(memchr::memchr_iter(b'\n', bytes).map(|newline| newline + 1))
+        .any(|start| {
+            bytes
+                .get(start + min_bytes - 1)
+                .is_some_and(|&byte| matches!(byte, b' ' | b'\t' | b'\x0c'))
+                && indent_width(&bytes[start..]) > MAX_INDENT_LEVELS
+        });
+    if !deep {
         return Ok(());
     }
     let mut widths: Vec<usize> = vec![0];
@@ -692,6 +694,14 @@ mod tests {
         let error = check_parsable(&text).unwrap_err();
         assert_eq!(&text[error.offset..error.offset + 3], &" ".repeat(3));
         assert!(check_parsable(&format!("x = '{}'\n", " ".repeat(500))).is_ok());
+        // A tab counts to the next multiple of 8 columns: after 101 levels of one column
+        // each (0 to 100), 13 tabs (104 columns) open one more, 12 (96) close some.
+        let nested: String = (0..=MAX_INDENT_LEVELS)
+            .map(|level| format!("{}if x:\n", " ".repeat(level)))
+            .collect();
+        let tabs = |n: usize| format!("{nested}{}pass\n", "\t".repeat(n));
+        assert!(check_parsable(&tabs(12)).is_ok());
+        assert!(check_parsable(&tabs(13)).is_err());
     }
 
     #[test]

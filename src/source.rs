@@ -290,6 +290,22 @@ pub fn decode(bytes: &[u8]) -> Result<String, DecodeError> {
     }
 }
 
+/// Whether [`decode`] gives `text` back unchanged from its own bytes (the editor's buffer is
+/// linted as the file on disk would be). Answered without decoding a copy when, as nearly
+/// always, the text has no BOM and declares no encoding other than UTF-8.
+pub fn reads_as_itself(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    if memchr::memchr(0, bytes).is_some() {
+        return false;
+    }
+    if !bytes.starts_with(b"\xEF\xBB\xBF")
+        && coding_declaration(bytes).is_none_or(|label| is_utf8_label(&label))
+    {
+        return true;
+    }
+    decode(bytes).is_ok_and(|decoded| decoded == text)
+}
+
 /// The label of a coding declaration that names no encoding torchlint knows, in a file whose
 /// bytes are valid UTF-8: [`decode`] reads such a file as UTF-8, and the caller warns.
 pub fn unknown_coding_declaration(bytes: &[u8]) -> Option<String> {
@@ -382,6 +398,25 @@ mod tests {
         let c = file.text().find('c').unwrap();
         assert_eq!(file.location(c), Location { row: 2, column: 1 });
         assert_eq!(file.location(file.text().len()).row, 3);
+    }
+
+    #[test]
+    fn a_text_reads_as_itself_exactly_when_decoding_its_bytes_gives_it_back() {
+        let texts = [
+            "x = 1\n",
+            "# -*- coding: utf-8 -*-\nx = 'é'\n",
+            "\u{feff}x = 1\n",
+            "# -*- coding: latin-1 -*-\nx = 1\n",
+            "# -*- coding: latin-1 -*-\nx = 'é'\n",
+            "# coding: future_fstrings\nx = 'é'\n",
+            "x = '\0'\n",
+        ];
+        for text in texts {
+            let decoded = decode(text.as_bytes()).is_ok_and(|decoded| decoded == text);
+            assert_eq!(reads_as_itself(text), decoded, "{text:?}");
+        }
+        assert!(reads_as_itself("x = 'é'\n"));
+        assert!(!reads_as_itself("# -*- coding: latin-1 -*-\nx = 'é'\n"));
     }
 
     #[test]

@@ -487,7 +487,7 @@ impl Server {
         let kind = SourceKind::from_path(&path).filter(|kind| *kind == SourceKind::Python)?;
         let settings = self.resolver.for_file(&path).ok()?;
         let text = &open.document.text;
-        if !crate::source::decode(text.as_bytes()).is_ok_and(|decoded| decoded == *text) {
+        if !crate::source::reads_as_itself(text) {
             return None;
         }
         let target = LintTarget {
