@@ -94,7 +94,7 @@ pub fn lint_project(
     overrides: &Overrides,
     cache: Option<&Cache>,
 ) -> Vec<Checked> {
-    let session = Session::new(
+    let session = Session::scanned(
         related(targets, reported, overrides, cache),
         overrides,
         cache,
@@ -113,22 +113,26 @@ pub fn lint_project(
 /// The reported targets (the first `reported`) and the context files related to them by
 /// imports: those they import and those that import them, directly or through others. A
 /// context file that is neither holds no fact their findings rest on, so it is not linted;
-/// one over its settings' `context-size-limit` (a generated module) is not even read.
+/// one over its settings' `context-size-limit` (a generated module) is not even read. The
+/// imports found here are the session's: no file is scanned twice.
 fn related(
     targets: &[LintTarget],
     reported: usize,
     overrides: &Overrides,
     cache: Option<&Cache>,
-) -> Vec<LintTarget> {
+) -> Scanned {
     if reported >= targets.len() {
-        return targets.to_vec();
+        return Scanned::of(targets.to_vec(), overrides, cache);
     }
-    let (too_large, imports): (Vec<bool>, Vec<Vec<Import>>) = targets
+    // Each file's size (none: too large to read, or unreadable) and imports.
+    let (sizes, imports): (Vec<Option<u64>>, Vec<Vec<Import>>) = targets
         .par_iter()
         .enumerate()
         .map(|(index, target)| {
             if overrides.contains(&target.path) {
-                return (false, scan(&read(target, overrides)));
+                let input = read(target, overrides);
+                let size = input.as_ref().map_or(0, Vec::len) as u64;
+                return (Some(size), scan(&input));
             }
             let metadata = std::fs::metadata(&target.path).ok();
             let too_large = index >= reported
@@ -136,12 +140,12 @@ fn related(
                     .as_ref()
                     .is_some_and(|metadata| metadata.len() > target.settings.context_size_limit);
             if too_large {
-                return (true, Vec::new());
+                return (None, Vec::new());
             }
             // Unchanged since a run read it: its imports without reading it.
             let stamp = metadata.as_ref().and_then(Stamp::of);
             let imports = cached_imports(target, stamp, cache, || scan(&read(target, overrides)));
-            (false, imports)
+            (Some(metadata.map_or(0, |metadata| metadata.len())), imports)
         })
         .unzip();
     let facts = FactBase::new(targets.iter().map(|target| target.path.as_path()));
@@ -173,12 +177,52 @@ fn related(
             }
         }
     }
-    targets
-        .iter()
-        .zip(keep.into_iter().zip(too_large))
-        .filter(|(_, (keep, too_large))| *keep && !too_large)
-        .map(|(target, _)| target.clone())
-        .collect()
+    let mut scanned = Scanned::default();
+    for (((target, keep), size), imports) in targets.iter().zip(keep).zip(sizes).zip(imports) {
+        if let (true, Some(size)) = (keep, size) {
+            scanned.targets.push(target.clone());
+            scanned
+                .costs
+                .push(usize::try_from(size).unwrap_or(usize::MAX));
+            scanned.imports.push(imports);
+        }
+    }
+    scanned
+}
+
+/// A run's files, each with what the schedule needs before the file is linted: its imports
+/// and what linting it costs (its size).
+#[derive(Default)]
+struct Scanned {
+    targets: Vec<LintTarget>,
+    imports: Vec<Vec<Import>>,
+    costs: Vec<usize>,
+}
+
+impl Scanned {
+    /// Reads and scans the targets (a file the cache says is unchanged gives its recorded
+    /// imports). Its bytes are read again when it is linted: held from here to there, every
+    /// file's would be most of a large run's memory.
+    fn of(targets: Vec<LintTarget>, overrides: &Overrides, cache: Option<&Cache>) -> Scanned {
+        let (costs, imports) = if targets.len() == 1 {
+            // A file linted alone imports nothing of the run's: it is read once.
+            (vec![0], vec![Vec::new()])
+        } else {
+            targets
+                .par_iter()
+                .map(|target| {
+                    let input = read(target, overrides);
+                    let imports = imports_of(target, &input, overrides, cache);
+                    (input.as_ref().map_or(0, Vec::len), imports)
+                })
+                .unzip()
+        };
+        Scanned {
+            targets,
+            imports,
+            costs,
+        }
+    }
 }
 
 /// Lints one file by itself, as stdin is (`parse_only`: only reads and parses it).
@@ -394,22 +438,16 @@ impl Session {
     /// cycle is done), then again the files whose answers still changed once every summary
     /// was in.
     pub fn new(targets: Vec<LintTarget>, overrides: &Overrides, cache: Option<&Cache>) -> Session {
-        // Each file's imports and size (what it costs to lint, for the schedule). Its bytes are
-        // read again when it is linted: held from here to there, every file's would be most of
-        // a large run's memory.
-        let (costs, imports): (Vec<usize>, Vec<Vec<Import>>) = if targets.len() == 1 {
-            // A file linted alone imports nothing of the run's: it is read once.
-            (vec![0], vec![Vec::new()])
-        } else {
-            targets
-                .par_iter()
-                .map(|target| {
-                    let input = read(target, overrides);
-                    let imports = imports_of(target, &input, overrides, cache);
-                    (input.as_ref().map_or(0, Vec::len), imports)
-                })
-                .unzip()
-        };
+        Session::scanned(Scanned::of(targets, overrides, cache), overrides, cache)
+    }
+
+    /// [`Session::new`], for files scanned already.
+    fn scanned(scanned: Scanned, overrides: &Overrides, cache: Option<&Cache>) -> Session {
+        let Scanned {
+            targets,
+            imports,
+            costs,
+        } = scanned;
         // The run's framework table: the config's at the root of the run (the first target's).
         let facts = FactBase::new(targets.iter().map(|target| target.path.as_path()))
             .with_frameworks(
