@@ -89,6 +89,9 @@ pub struct Checker<'a> {
     /// answers).
     pub(crate) function_memo:
         std::cell::RefCell<rustc_hash::FxHashMap<(usize, usize, usize), bool>>,
+    /// Whether the file's text holds the words a declarative clause needs, by the clause's
+    /// rule spec (its address) and index: asked at every node of the clause's kind.
+    pub(crate) holds_words: std::cell::RefCell<rustc_hash::FxHashMap<(usize, usize), bool>>,
     /// Rule options read so far, by rule and option name: read at every call otherwise.
     options: std::cell::RefCell<Vec<(usize, &'static str, Option<toml::Value>)>>,
     /// The last statement asked whether it accumulates into a container, and the answer
@@ -144,6 +147,7 @@ pub fn check<'a>(
         scopes: vec![0],
         resolved: std::cell::RefCell::new(None),
         function_memo: std::cell::RefCell::new(rustc_hash::FxHashMap::default()),
+        holds_words: std::cell::RefCell::new(rustc_hash::FxHashMap::default()),
         options: std::cell::RefCell::new(Vec::new()),
         storing_methods: std::cell::OnceCell::new(),
         accumulation: std::cell::Cell::new(None),

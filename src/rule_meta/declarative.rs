@@ -20,6 +20,8 @@ pub struct DeclarativeRule {
     root_kinds: Vec<u16>,
     /// Each clause's cheap test before its query runs (or is compiled).
     prefilters: Vec<Prefilter>,
+    /// Each clause's words the file must hold for it to match at all (see [`Words`]).
+    words: Vec<Words>,
     /// What the clauses are built from until they are.
     pending: std::sync::Mutex<Option<Pending>>,
     clauses: std::sync::OnceLock<Vec<MatchClause>>,
@@ -61,6 +63,34 @@ pub struct MatchClause {
 /// (`function: (_) @callee`), checked before the query runs, which skips the query (and its
 /// compiling) for nearly every node; the full predicate still runs on matches.
 pub type Prefilter = Vec<(u16, Vec<String>)>;
+
+/// For each `resolves` predicate of a clause, the last parts of the names it accepts: a name
+/// resolves through the file's own imports, so the file's text spells its last part (in the
+/// call, or in the import that binds it, `as` another name or not). A file that lacks every
+/// word of some predicate cannot match the clause anywhere, and is not matched against it:
+/// compiling a query costs milliseconds (TL202's `with` patterns, 12 ms), matching one at
+/// every node of its kind more.
+pub type Words = Vec<Vec<String>>;
+
+fn words(raw: &RawMatch) -> Words {
+    raw.require
+        .iter()
+        .filter_map(|predicate| {
+            let to = predicate.get_ref().to.as_ref()?;
+            predicate.get_ref().resolves.as_ref()?;
+            let mut last: Vec<String> = to
+                .iter()
+                .map(|name| name.rsplit('.').next().unwrap_or(name).to_owned())
+                .collect();
+            if last.is_empty() || last.iter().any(String::is_empty) {
+                return None;
+            }
+            last.sort();
+            last.dedup();
+            Some(last)
+        })
+        .collect()
+}
 
 /// The `resolves` predicates of a clause on captures bound to a direct field of its root, read
 /// off the raw table: cheap enough to ask at every node of the root's kind, before the query
@@ -271,9 +301,11 @@ impl DeclarativeRule {
             .iter()
             .map(|clause| prefilter(clause.get_ref()))
             .collect();
+        let words = raw.iter().map(|clause| words(clause.get_ref())).collect();
         let rule = |root_kinds, pending| DeclarativeRule {
             root_kinds,
             prefilters,
+            words,
             pending: std::sync::Mutex::new(pending),
             clauses: std::sync::OnceLock::new(),
         };
@@ -309,6 +341,11 @@ impl DeclarativeRule {
     /// whose qualified name must be one of the names.
     pub fn prefilter(&self, clause: usize) -> &Prefilter {
         &self.prefilters[clause]
+    }
+
+    /// The words a file must hold for the clause to match in it: one of each list.
+    pub fn words(&self, clause: usize) -> &Words {
+        &self.words[clause]
     }
 
     /// The clauses, compiled on first use.

@@ -652,6 +652,20 @@ print(1)  # expect: ACME001
     }
 
     #[test]
+    fn a_clause_needs_the_last_part_of_a_name_each_resolves_accepts() {
+        let more = "[[match]]\npattern = '''(with_statement (with_clause (with_item value: (call function: (_) @f)))) @w'''\n\
+                    require = [{ resolves = \"f\", to = [\"torch.autograd.detect_anomaly\", \"torch.autograd.anomaly_mode.detect_anomaly\", \"sys.exit\"] }]\n+++\n## What it does";
+        let text = GOOD.replace("+++\n## What it does", more);
+        let rule = parse_rule_file(user("packs/acme/no-print.md"), &text).unwrap();
+        let Implementation::Declarative(spec) = &rule.implementation else {
+            panic!("a declarative rule");
+        };
+        // Nested as deep as it is, the capture still names what the file must spell.
+        let words = vec!["detect_anomaly".to_owned(), "exit".to_owned()];
+        assert_eq!(spec.words(1), &[words]);
+    }
+
+    #[test]
     fn errors_name_the_line() {
         let bad = GOOD.replace("require = [{ resolves", "require = [{ resolve");
         let error = parse_rule_file(user("packs/acme/no-print.md"), &bad).unwrap_err();

@@ -26,6 +26,9 @@ pub fn run_clause<'a>(
     cursor: &mut QueryCursor,
     out: &mut Vec<Diagnostic>,
 ) {
+    if !holds_words(spec, index, checker) {
+        return;
+    }
     for (field, to) in spec.prefilter(index) {
         let child = if *field == FIELDS.function {
             // Skip resolving callees that cannot end in any of the names.
@@ -57,6 +60,27 @@ pub fn run_clause<'a>(
             out.push(diagnostic);
         }
     }
+}
+
+/// Whether the file spells a name each `resolves` predicate of the clause accepts (see
+/// [`crate::rule_meta::declarative::Words`]); asked once per file and clause.
+fn holds_words(spec: &DeclarativeRule, index: usize, checker: &Checker<'_>) -> bool {
+    let words = spec.words(index);
+    if words.is_empty() {
+        return true;
+    }
+    let key = (std::ptr::from_ref(spec) as usize, index);
+    if let Some(&holds) = checker.holds_words.borrow().get(&key) {
+        return holds;
+    }
+    let text = checker.text().as_bytes();
+    let holds = words.iter().all(|any_of| {
+        any_of
+            .iter()
+            .any(|word| memchr::memmem::find(text, word.as_bytes()).is_some())
+    });
+    checker.holds_words.borrow_mut().insert(key, holds);
+    holds
 }
 
 fn evaluate<'a>(
