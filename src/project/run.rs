@@ -125,14 +125,13 @@ fn related(
         return Scanned::of(targets.to_vec(), overrides, cache);
     }
     // Each file's size (none: too large to read, or unreadable) and imports.
-    let (sizes, imports): (Vec<Option<u64>>, Vec<Vec<Import>>) = targets
+    let (sizes, imports): (Vec<Option<usize>>, Vec<Vec<Import>>) = targets
         .par_iter()
         .enumerate()
         .map(|(index, target)| {
             if overrides.contains(&target.path) {
                 let input = read(target, overrides);
-                let size = input.as_ref().map_or(0, Vec::len) as u64;
-                return (Some(size), scan(&input));
+                return (Some(input.as_ref().map_or(0, Vec::len)), scan(&input));
             }
             let metadata = std::fs::metadata(&target.path).ok();
             let too_large = index >= reported
@@ -145,7 +144,8 @@ fn related(
             // Unchanged since a run read it: its imports without reading it.
             let stamp = metadata.as_ref().and_then(Stamp::of);
             let imports = cached_imports(target, stamp, cache, || scan(&read(target, overrides)));
-            (Some(metadata.map_or(0, |metadata| metadata.len())), imports)
+            let size = metadata.map_or(0, |metadata| metadata.len());
+            (Some(usize::try_from(size).unwrap_or(usize::MAX)), imports)
         })
         .unzip();
     let facts = FactBase::new(targets.iter().map(|target| target.path.as_path()));
@@ -181,9 +181,7 @@ fn related(
     for (((target, keep), size), imports) in targets.iter().zip(keep).zip(sizes).zip(imports) {
         if let (true, Some(size)) = (keep, size) {
             scanned.targets.push(target.clone());
-            scanned
-                .costs
-                .push(usize::try_from(size).unwrap_or(usize::MAX));
+            scanned.costs.push(size);
             scanned.imports.push(imports);
         }
     }

@@ -80,9 +80,10 @@ fn words(raw: &RawMatch) -> Words {
             predicate.get_ref().resolves.as_ref()?;
             let mut last: Vec<String> = to
                 .iter()
-                .map(|name| name.rsplit('.').next().unwrap_or(name).to_owned())
+                .filter_map(|name| name.rsplit('.').next())
+                .map(str::to_owned)
                 .collect();
-            if last.is_empty() || last.iter().any(String::is_empty) {
+            if to.is_empty() || last.iter().any(String::is_empty) {
                 return None;
             }
             last.sort();
