@@ -130,6 +130,7 @@ pub fn check<'a>(
     model: &'a SemanticModel<'a>,
     settings: &'a Settings,
     project: Option<(ProjectView<'a>, &Demand)>,
+    findings: Findings,
 ) -> CheckOutcome {
     let dispatch = Dispatch::of(settings);
     let mut analysis = Analysis::new(model, tree.root_node(), source.text());
@@ -182,7 +183,8 @@ pub fn check<'a>(
             }
             IN_RULE.with(|flag| flag.set(true));
             let outcome = catch_unwind(AssertUnwindSafe(|| {
-                entry.run(node, &checker, &mut cursor, &mut diagnostics)
+                let out = matches!(findings, Findings::Made).then_some(&mut diagnostics);
+                entry.run(node, &checker, &mut cursor, out)
             }));
             IN_RULE.with(|flag| flag.set(false));
             if let Err(panic) = outcome {
@@ -204,6 +206,15 @@ pub fn check<'a>(
         questions: checker.analysis.take_questions(),
         graph_calls: checker.analysis.take_graph_calls(),
     }
+}
+
+/// Whether a check makes the file's findings, or only records its facts for the project's
+/// other files (a context file of a run on some of a project's files: its findings are not
+/// the run's, and its rules' checks would be most of what linting it costs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Findings {
+    Made,
+    FactsOnly,
 }
 
 /// Whether the last dotted part of `name` is `last` (`torch.load`, `load`).

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tree_sitter::Tree;
 
-use crate::checker::{self, InternalError};
+use crate::checker::{self, Findings, InternalError};
 use crate::diagnostic::{self, Diagnostic};
 use crate::parse;
 use crate::rules::Dispatch;
@@ -53,6 +53,8 @@ pub struct ProjectContext<'a> {
     /// The dotted path relative imports start from.
     pub module: &'a str,
     pub demand: &'a Demand,
+    /// Whether the run reads this file's findings, or only its facts.
+    pub findings: Findings,
 }
 
 /// Parses and lints `source`. Returns the tree so that an editor can re-parse incrementally
@@ -143,8 +145,19 @@ pub fn lint_parsed_in(
         };
     }
 
+    let findings = project.map_or(Findings::Made, |project| project.findings);
+    let checked = checker::check(source, tree, &model, settings, view, findings);
+    if findings == Findings::FactsOnly {
+        return LintOutcome {
+            internal_errors: checked.internal_errors,
+            called,
+            summary: checked.summary,
+            questions: checked.questions,
+            graph_calls: checked.graph_calls,
+            ..LintOutcome::default()
+        };
+    }
     let mut diagnostics = syntax_errors(source, &model, settings);
-    let checked = checker::check(source, tree, &model, settings, view);
     diagnostics.extend(checked.diagnostics);
     let internal_errors = checked.internal_errors;
 

@@ -433,3 +433,27 @@ fn a_new_or_changed_caller_of_a_named_file_is_noticed() {
     fs::remove_file(project.path().join("jobs/nightly.py")).unwrap();
     assert_eq!(tl101(&project).findings(), Vec::<String>::new());
 }
+
+#[test]
+fn a_file_linted_as_context_is_linted_again_when_named() {
+    // `torchlint train.py` reads eval.py (which train.py imports) only for its facts: what
+    // the cache keeps of it then has no findings to replay when eval.py itself is named.
+    let project = Project::new();
+    project.write("torchlint.toml", "# the project\n");
+    project.write("eval.py", EVAL_HAZARD);
+    project.write("train.py", "from eval import total\n\nprint(total)\n");
+    let context = check(&project, &["train.py"]);
+    assert_eq!(context.code, 0, "{context:#?}");
+    assert_eq!(context.findings(), Vec::<String>::new());
+
+    let named = check(&project, &["eval.py"]);
+    assert_eq!(
+        named.findings(),
+        ["eval.py:10:22: TL101", "eval.py:11:5: TL102"],
+        "{named:#?}"
+    );
+    // And now that they were made, a run on both reads eval.py's from the cache.
+    mark_cache(&project);
+    let both = check(&project, &["eval.py", "train.py"]);
+    assert!(both.stdout.contains(EDITED), "{both:#?}");
+}

@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
+use crate::checker::Findings;
 use crate::diagnostic::{Diagnostic, Fix, Label, Severity};
 use crate::project::imports::Import;
 use crate::semantic::cross_file::{Assumption, FunctionKey, GraphCall};
@@ -117,7 +118,8 @@ struct Entry {
     shown: PathBuf,
     content: ContentHash,
     settings: u128,
-    diagnostics: Vec<CachedDiagnostic>,
+    /// None: the file was linted only for its facts (a context file of its run).
+    diagnostics: Option<Vec<CachedDiagnostic>>,
     /// The file's facts for the rest of the project: its summary (of the names `demand`
     /// covered when it was made), and the questions its findings rest on.
     #[serde(default)]
@@ -140,7 +142,8 @@ pub struct Cached {
 
 /// What a freshly linted file leaves in the cache.
 pub struct Fresh<'a> {
-    pub diagnostics: &'a [Diagnostic],
+    /// None: linted only for its facts ([`Findings::FactsOnly`]).
+    pub diagnostics: Option<&'a [Diagnostic]>,
     pub summary: &'a FileSummary,
     pub demand: &'a Demand,
     pub questions: &'a [Question],
@@ -252,7 +255,8 @@ impl Cache {
     }
 
     /// What is recorded for `path` with this content and settings, if any, and a summary of
-    /// at least the names `demand` asks for.
+    /// at least the names `demand` asks for; with its findings, unless `findings` says only
+    /// the facts are wanted (then the findings given are none).
     pub fn get(
         &self,
         path: &Path,
@@ -260,6 +264,7 @@ impl Cache {
         content: ContentHash,
         settings: &Settings,
         demand: &Demand,
+        findings: Findings,
     ) -> Option<Cached> {
         let entry = self.loaded.files.get(&key(path))?;
         if entry.content != content
@@ -269,11 +274,14 @@ impl Cache {
         {
             return None;
         }
-        let diagnostics = entry
-            .diagnostics
-            .iter()
-            .map(|cached| cached.diagnostic(settings))
-            .collect::<Option<Vec<_>>>()?;
+        let diagnostics = match (&entry.diagnostics, findings) {
+            (_, Findings::FactsOnly) => Vec::new(),
+            (None, Findings::Made) => return None,
+            (Some(diagnostics), Findings::Made) => diagnostics
+                .iter()
+                .map(|cached| cached.diagnostic(settings))
+                .collect::<Option<Vec<_>>>()?,
+        };
         Some(Cached {
             diagnostics,
             summary: entry.summary.clone(),
@@ -299,7 +307,9 @@ impl Cache {
             demand: fresh.demand.clone(),
             questions: fresh.questions.to_vec(),
             graph_calls: fresh.graph_calls.to_vec(),
-            diagnostics: fresh.diagnostics.iter().map(CachedDiagnostic::of).collect(),
+            diagnostics: fresh
+                .diagnostics
+                .map(|diagnostics| diagnostics.iter().map(CachedDiagnostic::of).collect()),
         };
         self.lock_updated().insert(key(path), Some(entry));
     }

@@ -17,7 +17,7 @@ use rustc_hash::FxHashSet as HashSet;
 use tree_sitter::Tree;
 
 use crate::cache::{self, Cache, ContentHash, Fresh, Stamp};
-use crate::checker::InternalError;
+use crate::checker::{Findings, InternalError};
 use crate::diagnostic::{Diagnostic, FileDiagnostics};
 use crate::discovery::{self, FileError, LintTarget, describe_io_error, display_path};
 use crate::linter::{self, ProjectContext, SourceKind};
@@ -178,8 +178,13 @@ fn related(
         }
     }
     let mut scanned = Scanned::default();
-    for (((target, keep), size), imports) in targets.iter().zip(keep).zip(sizes).zip(imports) {
+    for (index, (((target, keep), size), imports)) in
+        targets.iter().zip(keep).zip(sizes).zip(imports).enumerate()
+    {
         if let (true, Some(size)) = (keep, size) {
+            if index < reported {
+                scanned.reported += 1;
+            }
             scanned.targets.push(target.clone());
             scanned.costs.push(size);
             scanned.imports.push(imports);
@@ -193,6 +198,8 @@ fn related(
 #[derive(Default)]
 struct Scanned {
     targets: Vec<LintTarget>,
+    /// How many of the targets (the first) the run reports on: the rest are context.
+    reported: usize,
     imports: Vec<Vec<Import>>,
     costs: Vec<usize>,
 }
@@ -216,6 +223,7 @@ impl Scanned {
                 .unzip()
         };
         Scanned {
+            reported: targets.len(),
             targets,
             imports,
             costs,
@@ -393,6 +401,9 @@ impl Held {
 /// files whose answers from the fact base they change (the server keeps one per project).
 pub struct Session {
     targets: Vec<LintTarget>,
+    /// How many of the targets (the first) the session reports on; the rest are context,
+    /// linted only for their facts ([`Findings::FactsOnly`]).
+    reported: usize,
     index: HashMap<PathBuf, usize>,
     facts: FactBase,
     imports: Vec<Vec<Import>>,
@@ -443,6 +454,7 @@ impl Session {
     fn scanned(scanned: Scanned, overrides: &Overrides, cache: Option<&Cache>) -> Session {
         let Scanned {
             targets,
+            reported,
             imports,
             costs,
         } = scanned;
@@ -463,6 +475,7 @@ impl Session {
                 facts: &facts,
                 index,
                 demand: &demand[index],
+                findings: findings_of(index, reported),
             };
             let tree = overrides.tree(&targets[index].path);
             lint_read(&targets[index], input, tree, place, cache, reuse)
@@ -504,6 +517,7 @@ impl Session {
         let resummarised = asked.iter().any(|asked| asked.resummarised);
         let mut session = Session {
             targets,
+            reported,
             index,
             facts,
             imports,
@@ -707,6 +721,7 @@ impl Session {
             facts: &self.facts,
             index,
             demand: &self.demand[index],
+            findings: findings_of(index, self.reported),
         }
     }
 
@@ -767,6 +782,16 @@ fn answers_changed(facts: &FactBase, questions: &Questions, file: usize) -> bool
 /// How many rounds of linting stale files again a session runs at most before it reports.
 const MAX_SETTLING_ROUNDS: usize = 4;
 
+/// Whether the file at `index` of a run that reports on its first `reported` files is linted
+/// for its findings, or only for its facts.
+fn findings_of(index: usize, reported: usize) -> Findings {
+    if index < reported {
+        Findings::Made
+    } else {
+        Findings::FactsOnly
+    }
+}
+
 /// Lints one file of a session from what reading it gave.
 fn lint_read(
     target: &LintTarget,
@@ -794,6 +819,7 @@ struct Place<'a> {
     facts: &'a FactBase,
     index: usize,
     demand: &'a Demand,
+    findings: Findings,
 }
 
 /// The imports of a file read as `input`: those a run recorded for it while its stamp says it
@@ -1030,6 +1056,7 @@ fn lint_in_project(
         facts,
         index,
         demand,
+        findings,
     } = place;
     let warning = source::unknown_coding_declaration(bytes).map(|label| {
         format!(
@@ -1042,14 +1069,20 @@ fn lint_in_project(
         file: Some(index),
         module: facts.import_base(index),
         demand,
+        findings,
     };
     // The session keeps every file's hash (what a later update compares), cache or not.
     let hash = cache::content_hash(bytes);
     let shown = display_path(&target.path);
     let cached = match (cache, reuse) {
-        (Some(cache), Reuse::Cached) => {
-            cache.get(&target.path, &shown, hash, &target.settings, demand)
-        }
+        (Some(cache), Reuse::Cached) => cache.get(
+            &target.path,
+            &shown,
+            hash,
+            &target.settings,
+            demand,
+            findings,
+        ),
         _ => None,
     };
     if let Some(cached) = cached {
@@ -1083,7 +1116,7 @@ fn lint_in_project(
     });
     if let Some(cache) = cache {
         let fresh = |diagnostics| Fresh {
-            diagnostics,
+            diagnostics: (findings == Findings::Made).then_some(diagnostics),
             summary: &extra.summary,
             demand,
             questions: &extra.questions,

@@ -29,6 +29,11 @@ pub trait Check: Send + Sync {
         checker: &Checker<'a>,
         out: &mut Vec<Diagnostic>,
     );
+
+    /// Records what the rule's findings in other files rest on, at a node of its kinds: run
+    /// before [`Check::check`] there, and alone in a file the run only needs the facts of (a
+    /// context file, whose findings nobody reads).
+    fn record_facts<'a>(&self, _node: Node<'a>, _checker: &Checker<'a>) {}
 }
 
 pub use crate::source::snippet;
@@ -75,14 +80,22 @@ impl Entry {
         }
     }
 
+    /// The rule's work at `node`: the facts it records for the project (see
+    /// [`Check::record_facts`]), then, if the run reads this file's findings, its check.
     pub fn run<'a>(
         &self,
         node: Node<'a>,
         checker: &Checker<'a>,
         cursor: &mut QueryCursor,
-        out: &mut Vec<Diagnostic>,
+        out: Option<&mut Vec<Diagnostic>>,
     ) {
         inject_fault(self.rule());
+        if let Entry::Rust { check, .. } = self {
+            check.record_facts(node, checker);
+        }
+        let Some(out) = out else {
+            return;
+        };
         match self {
             Entry::Rust { rule, check } => check.check(rule, node, checker, out),
             Entry::Clause { rule, spec, clause } => {

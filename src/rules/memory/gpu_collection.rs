@@ -30,6 +30,12 @@ impl Check for GpuCollection {
         ]
     }
 
+    /// The calls here that pass a device tensor on each batch to a method of the project that
+    /// keeps it: what this rule's findings on the keeping line (in whichever file) wait for.
+    fn record_facts<'a>(&self, node: Node<'a>, checker: &Checker<'a>) {
+        super::record_graph_arguments(checker, node);
+    }
+
     fn check<'a>(
         &self,
         rule: &Arc<RuleMeta>,
@@ -63,7 +69,6 @@ impl GpuCollection {
             check_comprehension(rule, call, checker, out);
             return;
         }
-        super::record_graph_arguments(checker, call);
         // A module's own state during forward is TL103's when it keeps a graph; asked first,
         // as a model file's forwards hold most of its statements.
         if in_module_forward(checker) {

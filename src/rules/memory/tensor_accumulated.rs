@@ -23,6 +23,12 @@ impl Check for TensorAccumulated {
         &["augmented_assignment", "assignment", "call"]
     }
 
+    /// The calls here that pass a graph-carrying tensor to a method of the project that keeps
+    /// it: what this rule's findings on the keeping line (in whichever file) wait for.
+    fn record_facts<'a>(&self, node: Node<'a>, checker: &Checker<'a>) {
+        super::record_graph_arguments(checker, node);
+    }
+
     fn check<'a>(
         &self,
         rule: &Arc<RuleMeta>,
@@ -30,7 +36,6 @@ impl Check for TensorAccumulated {
         checker: &Checker<'a>,
         out: &mut Vec<Diagnostic>,
     ) {
-        super::record_graph_arguments(checker, node);
         let start = out.len();
         self.check_grad_dependent(rule, node, checker, out);
         // Graphs are only recorded if the function runs with grad: its callers may tell.
