@@ -233,20 +233,20 @@ fn record_device_arguments_by_name<'a>(
     method: &str,
     passed: &Passed<'a>,
 ) {
-    if method.starts_with("__") || checker.per_batch().is_none() {
+    let analysis = &checker.analysis();
+    // In a file that names no accelerator, no value is known to be on one: asked before the
+    // arguments' facts, which the answer makes moot.
+    if method.starts_with("__") || analysis.device_assumed() || checker.per_batch().is_none() {
         return;
     }
-    let analysis = &checker.analysis();
     let arguments = passed.arguments(checker);
     // A tensor, or an object holding some (`NamedTensor.new_like(pred, y)`).
     let on_device = |value: Node<'a>| {
         let facts = analysis.facts(value);
-        !analysis.device_assumed()
-            && matches!(
-                facts.kind,
-                crate::semantic::values::Kind::Tensor | crate::semantic::values::Kind::Container
-            )
-            && facts.device == crate::semantic::values::Tri::Yes
+        matches!(
+            facts.kind,
+            crate::semantic::values::Kind::Tensor | crate::semantic::values::Kind::Container
+        ) && facts.device == crate::semantic::values::Tri::Yes
             && facts.graph != crate::semantic::values::Tri::Yes
     };
     // Asked last: what the receiver is costs more than the arguments' facts. A metric may be
