@@ -173,6 +173,9 @@ pub fn check<'a>(
             if step.binds_literal && matches!(entry, crate::rules::Entry::Rust { .. }) {
                 continue;
             }
+            if findings == Findings::FactsOnly && !entry.records_facts() {
+                continue;
+            }
             // A rule that panicked is skipped for the rest of the file, every clause of it.
             if !failed.is_empty()
                 && failed

@@ -30,11 +30,17 @@ pub trait Check: Send + Sync {
         out: &mut Vec<Diagnostic>,
     );
 
-    /// Records what the rule's findings in other files rest on, at a node of its kinds: run
+    /// What the rule records at a node of its kinds for its findings in other files: run
     /// before [`Check::check`] there, and alone in a file the run only needs the facts of (a
-    /// context file, whose findings nobody reads).
-    fn record_facts<'a>(&self, _node: Node<'a>, _checker: &Checker<'a>) {}
+    /// context file, whose findings nobody reads). None: nothing (most rules), and then the
+    /// rule costs a context file nothing.
+    fn facts(&self) -> Option<RecordFacts> {
+        None
+    }
 }
+
+/// Records a rule's facts at one node (see [`Check::facts`]).
+pub type RecordFacts = for<'a> fn(Node<'a>, &Checker<'a>);
 
 pub use crate::source::snippet;
 
@@ -65,6 +71,7 @@ pub enum Entry {
     Rust {
         rule: Arc<RuleMeta>,
         check: &'static dyn Check,
+        facts: Option<RecordFacts>,
     },
     Clause {
         rule: Arc<RuleMeta>,
@@ -80,8 +87,13 @@ impl Entry {
         }
     }
 
+    /// Whether the rule records facts for the project ([`Check::facts`]).
+    pub fn records_facts(&self) -> bool {
+        matches!(self, Entry::Rust { facts: Some(_), .. })
+    }
+
     /// The rule's work at `node`: the facts it records for the project (see
-    /// [`Check::record_facts`]), then, if the run reads this file's findings, its check.
+    /// [`Check::facts`]), then, if the run reads this file's findings, its check.
     pub fn run<'a>(
         &self,
         node: Node<'a>,
@@ -90,14 +102,18 @@ impl Entry {
         out: Option<&mut Vec<Diagnostic>>,
     ) {
         inject_fault(self.rule());
-        if let Entry::Rust { check, .. } = self {
-            check.record_facts(node, checker);
+        if let Entry::Rust {
+            facts: Some(record),
+            ..
+        } = self
+        {
+            record(node, checker);
         }
         let Some(out) = out else {
             return;
         };
         match self {
-            Entry::Rust { rule, check } => check.check(rule, node, checker, out),
+            Entry::Rust { rule, check, .. } => check.check(rule, node, checker, out),
             Entry::Clause { rule, spec, clause } => {
                 declarative::run_clause(rule, spec, *clause, node, checker, cursor, out)
             }
@@ -144,6 +160,7 @@ impl Dispatch {
                             Entry::Rust {
                                 rule: Arc::clone(rule),
                                 check,
+                                facts: check.facts(),
                             },
                         );
                     }

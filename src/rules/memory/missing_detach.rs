@@ -22,8 +22,8 @@ impl Check for MissingDetach {
 
     /// The calls here that pass a graph-carrying tensor to a method of the project that keeps
     /// it: what this rule's findings on the keeping line (in whichever file) wait for.
-    fn record_facts<'a>(&self, node: Node<'a>, checker: &Checker<'a>) {
-        super::record_graph_arguments(checker, node);
+    fn facts(&self) -> Option<crate::rules::RecordFacts> {
+        Some(super::record_graph_arguments_at)
     }
 
     fn check<'a>(

@@ -59,3 +59,12 @@ pub(super) fn backward_call<'a>(
         checker.qualified_name(callee).as_deref() == Some("torch.autograd.backward");
     (is_backward || is_autograd_backward).then_some(is_autograd_backward)
 }
+
+/// [`record_graph_arguments`] as the rules that wait for graph-carrying arguments record it
+/// (`Check::facts`).
+pub fn record_graph_arguments_at<'a>(
+    node: tree_sitter::Node<'a>,
+    checker: &crate::checker::Checker<'a>,
+) {
+    record_graph_arguments(checker, node);
+}
