@@ -186,7 +186,7 @@ pub fn check<'a>(
             }
             IN_RULE.with(|flag| flag.set(true));
             let outcome = catch_unwind(AssertUnwindSafe(|| {
-                let out = matches!(findings, Findings::Made).then_some(&mut diagnostics);
+                let out = (findings == Findings::Made).then_some(&mut diagnostics);
                 entry.run(node, &checker, &mut cursor, out)
             }));
             IN_RULE.with(|flag| flag.set(false));
