@@ -595,19 +595,16 @@ impl Session {
         }
         let relinted: Vec<Relinted> = {
             let this = &*self;
-            changed
-                .into_par_iter()
-                .map(|(index, input)| {
-                    lint_read(
-                        &this.targets[index],
-                        input,
-                        overrides.tree(&this.targets[index].path),
-                        this.place(index),
-                        None,
-                        Reuse::Afresh,
-                    )
-                })
-                .collect()
+            map_files(changed, |(index, input)| {
+                lint_read(
+                    &this.targets[index],
+                    input,
+                    overrides.tree(&this.targets[index].path),
+                    this.place(index),
+                    None,
+                    Reuse::Afresh,
+                )
+            })
         };
         let done: Vec<usize> = relinted.iter().map(|relinted| relinted.0).collect();
         self.keep(relinted);
@@ -685,8 +682,9 @@ impl Session {
     /// otherwise.
     fn relint_stale(&mut self, done: &[usize], overrides: &Overrides, cache: Option<&Cache>) {
         let (relinted_in, resummarised_in) = (&self.relinted_in, &self.resummarised_in);
-        let stale: Vec<usize> = (0..self.targets.len())
-            .into_par_iter()
+        // Which files read a summary that changed: a look at each file's reads, on this
+        // thread (a keystroke changes no summary, and waking the pool would cost more).
+        let candidates: Vec<usize> = (0..self.targets.len())
             .filter(|&index| {
                 let asked = &self.asked[index];
                 let linted = relinted_in[index];
@@ -697,22 +695,25 @@ impl Session {
                 !done.contains(&index)
                     && (!asked.cached || self.resummarised)
                     && asked.reads.may_change(since)
-                    && answers_changed(&self.facts, &asked.questions, index)
             })
             .collect();
-        let relinted: Vec<Relinted> = stale
-            .par_iter()
-            .map(|&index| {
-                lint_read(
-                    &self.targets[index],
-                    read(&self.targets[index], overrides),
-                    overrides.tree(&self.targets[index].path),
-                    self.place(index),
-                    cache,
-                    Reuse::Afresh,
-                )
-            })
-            .collect();
+        // Of those, the ones whose answers changed: asking again is the costly part.
+        let stale: Vec<usize> = map_files(candidates, |index| {
+            answers_changed(&self.facts, &self.asked[index].questions, index).then_some(index)
+        })
+        .into_iter()
+        .flatten()
+        .collect();
+        let relinted: Vec<Relinted> = map_files(stale, |index| {
+            lint_read(
+                &self.targets[index],
+                read(&self.targets[index], overrides),
+                overrides.tree(&self.targets[index].path),
+                self.place(index),
+                cache,
+                Reuse::Afresh,
+            )
+        });
         self.keep(relinted);
     }
 
@@ -777,6 +778,17 @@ fn answers_changed(facts: &FactBase, questions: &Questions, file: usize) -> bool
             .iter()
             .any(|question| facts.answer(&question.ask, Some(file)) != question.answer)
     })
+}
+
+/// `f` of each item, in parallel when there are several. One item (the buffer an editor's
+/// keystroke changed) is done on this thread: handing it to the pool would make this thread
+/// wait for another to wake, which then walks, on another core, the tree this one just parsed.
+fn map_files<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync + Send) -> Vec<R> {
+    if items.len() < 2 {
+        items.into_iter().map(f).collect()
+    } else {
+        items.into_par_iter().map(f).collect()
+    }
 }
 
 /// How many rounds of linting stale files again a session runs at most before it reports.
