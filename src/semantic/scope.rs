@@ -1,6 +1,8 @@
 //! Scopes and the names bound in them, and resolving an expression to the qualified name of
 //! what it refers to (`L` → `torch.load` after `from torch import load as L`).
 
+use std::cell::{OnceCell, RefCell};
+
 use indexmap::IndexMap;
 use rustc_hash::FxBuildHasher;
 
@@ -25,7 +27,11 @@ pub enum ScopeKind {
 pub struct Scope<'s> {
     pub kind: ScopeKind,
     pub parent: Option<ScopeId>,
-    pub bindings: IndexMap<&'s str, Bindings<'s>, FxBuildHasher>,
+    /// The scope's bindings in the order the walk met them, until the first lookup groups
+    /// them by name into `by_name`. A generated module binds a million names that nothing
+    /// looks up: hashing each as it is bound would cost a fifth of what parsing it does.
+    met: RefCell<Vec<(&'s str, Binding<'s>)>>,
+    by_name: OnceCell<IndexMap<&'s str, Bindings<'s>, FxBuildHasher>>,
     /// Names declared `global` here: their bindings go to the module scope.
     pub globals: Vec<&'s str>,
     /// The source range of the node that opens the scope (the whole file for the module).
@@ -58,6 +64,34 @@ impl<'s> Bindings<'s> {
         match self {
             Bindings::One(binding) => std::slice::from_ref(binding),
             Bindings::Many(list) => list,
+        }
+    }
+}
+
+impl<'s> Scope<'s> {
+    /// The scope's bindings by name, each name's in order, the names in the order each was
+    /// first bound.
+    pub fn bindings(&self) -> &IndexMap<&'s str, Bindings<'s>, FxBuildHasher> {
+        self.by_name.get_or_init(|| {
+            let met = std::mem::take(&mut *self.met.borrow_mut());
+            let mut by_name = IndexMap::with_capacity_and_hasher(met.len(), FxBuildHasher);
+            for (name, binding) in met {
+                insert(&mut by_name, name, binding);
+            }
+            by_name
+        })
+    }
+}
+
+fn insert<'s>(
+    by_name: &mut IndexMap<&'s str, Bindings<'s>, FxBuildHasher>,
+    name: &'s str,
+    binding: Binding<'s>,
+) {
+    match by_name.entry(name) {
+        indexmap::map::Entry::Occupied(mut bound) => bound.get_mut().push(binding),
+        indexmap::map::Entry::Vacant(unbound) => {
+            unbound.insert(Bindings::One(binding));
         }
     }
 }
@@ -143,7 +177,8 @@ impl<'s> Scopes<'s> {
         self.scopes.push(Scope {
             kind,
             parent,
-            bindings: IndexMap::with_capacity_and_hasher(names, FxBuildHasher),
+            met: RefCell::new(Vec::with_capacity(names)),
+            by_name: OnceCell::new(),
             globals: Vec::new(),
             range,
             node,
@@ -185,7 +220,7 @@ impl<'s> Scopes<'s> {
         while let Some(id) = current {
             let scope = &self.scopes[id];
             if (first || scope.kind != ScopeKind::Class)
-                && let Some(bindings) = scope.bindings.get(name)
+                && let Some(bindings) = scope.bindings().get(name)
             {
                 let _ = offset;
                 return Some((id, bindings.as_slice()));
@@ -203,7 +238,7 @@ impl<'s> Scopes<'s> {
     /// Makes room for `names` more bindings in `scope` at once (a module's top-level
     /// statements), rather than growing the table step by step.
     pub fn reserve(&mut self, scope: ScopeId, names: usize) {
-        self.scopes[scope].bindings.reserve(names);
+        self.scopes[scope].met.get_mut().reserve(names);
     }
 
     pub fn bind(&mut self, scope: ScopeId, name: &'s str, binding: Binding<'s>) {
@@ -225,11 +260,11 @@ impl<'s> Scopes<'s> {
         } else {
             scope
         };
-        match self.scopes[target].bindings.entry(name) {
-            indexmap::map::Entry::Occupied(mut bound) => bound.get_mut().push(binding),
-            indexmap::map::Entry::Vacant(unbound) => {
-                unbound.insert(Bindings::One(binding));
-            }
+        let scope = &mut self.scopes[target];
+        match scope.by_name.get_mut() {
+            // Looked up already: the name goes where lookups find it.
+            Some(by_name) => insert(by_name, name, binding),
+            None => scope.met.get_mut().push((name, binding)),
         }
     }
 
@@ -256,7 +291,7 @@ impl<'s> Scopes<'s> {
     pub fn module_name_for(&self, qualified: &str) -> Option<&'s str> {
         let module = self.scopes.first()?;
         module
-            .bindings
+            .bindings()
             .iter()
             .filter_map(|(name, bindings)| {
                 bindings
@@ -352,7 +387,7 @@ impl<'s> Scopes<'s> {
             let scope = &self.scopes[id];
             // Class bodies are not visible from the functions nested in them.
             let visible = first || scope.kind != ScopeKind::Class;
-            if visible && let Some(bindings) = scope.bindings.get(name) {
+            if visible && let Some(bindings) = scope.bindings().get(name) {
                 let binding = choose_binding(bindings.as_slice(), first.then_some(offset))?;
                 return match &binding.kind {
                     BindingKind::Import(qualified) => Some(qualified.to_string()),

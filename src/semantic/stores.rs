@@ -609,7 +609,7 @@ impl<'a> Analysis<'a> {
         let Some(scope) = scope else {
             return names;
         };
-        for (name, bindings) in &self.model.scopes.get(scope).bindings {
+        for (name, bindings) in self.model.scopes.get(scope).bindings() {
             for binding in bindings.as_slice() {
                 if let Site::Parameter { function: f, index } = binding.site
                     && f.id() == function.id()

@@ -193,7 +193,7 @@ pub fn summarize(analysis: &Analysis<'_>, module: &str, demand: &Demand) -> File
         .collect();
     let model = analysis.model;
     let module_scope = model.scopes.get(0);
-    for (&name, bindings) in &module_scope.bindings {
+    for (&name, bindings) in module_scope.bindings() {
         if !demand.wants(name) {
             continue;
         }
