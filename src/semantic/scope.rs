@@ -454,7 +454,37 @@ fn plain_dotted(text: &str) -> Option<(&str, &str)> {
 
 #[cfg(test)]
 mod tests {
-    use super::plain_dotted;
+    use super::{Binding, BindingKind, ScopeKind, Scopes, Site, plain_dotted};
+
+    fn binding(offset: usize) -> Binding<'static> {
+        Binding {
+            kind: BindingKind::Other,
+            offset,
+            site: Site::Opaque,
+        }
+    }
+
+    fn offsets(scopes: &Scopes<'_>, name: &str) -> Vec<usize> {
+        let (_, bindings) = scopes.lookup(0, name, usize::MAX).expect("bound");
+        bindings.iter().map(|binding| binding.offset).collect()
+    }
+
+    #[test]
+    fn a_scope_groups_its_bindings_by_name_in_the_order_they_were_met() {
+        let mut scopes = Scopes::default();
+        scopes.push(ScopeKind::Module, None, 0..100, None);
+        for (name, offset) in [("b", 1), ("a", 2), ("b", 3), ("c", 4)] {
+            scopes.bind(0, name, binding(offset));
+        }
+        let names: Vec<&str> = scopes.get(0).bindings().keys().copied().collect();
+        assert_eq!(names, ["b", "a", "c"]);
+        assert_eq!(offsets(&scopes, "b"), [1, 3]);
+        // Bound after a lookup grouped them: found all the same, after the others.
+        scopes.bind(0, "a", binding(5));
+        scopes.bind(0, "d", binding(6));
+        assert_eq!(offsets(&scopes, "a"), [2, 5]);
+        assert_eq!(offsets(&scopes, "d"), [6]);
+    }
 
     #[test]
     fn plain_dotted_names_are_read_off_the_text() {
