@@ -9,9 +9,12 @@ edits that change tokens. Python 3 stdlib only.
 
 Usage: python3 bench/server_latency.py [--torchlint target/release/torchlint] [--before PATH]
                                        [--edits 200] [--rounds N] [--pattern trailing-space|typing]
+                                       [--slowest N]
 
 --before runs an older binary on the same edits, alternating with the new one round by round,
-and prints the ratio of their p50 and p95 (the issue's "no worse than before").
+and prints the ratio of their p50 and p95 (the issue's "no worse than before"). --slowest N
+lists each binary's N slowest edits with the line they edit: a space typed on a blank line
+makes tree-sitter parse most of the file again (its indentation scanner), whichever binary.
 """
 
 from __future__ import annotations
@@ -86,6 +89,15 @@ class Server:
                 raise TimeoutError("no answer from the server")
 
 
+def edit_place(lines: list[str], edit: int, pattern: str) -> tuple[int, int]:
+    """The line and column edit number `edit` types at (or deletes at, every second edit)."""
+    # Each pair of edits types a character on one line, then deletes it again.
+    line = ((edit - edit % 2) * 37) % len(lines)
+    if pattern == "typing":
+        return line, ((edit - edit % 2) * 7919) % (len(lines[line]) + 1)
+    return line, len(lines[line])
+
+
 def edit_latencies(binary: str, text: str, edits: int, pattern: str) -> list[float]:
     """Opens `text` in a fresh server and times each of `edits` edits, one at a time (ms)."""
     lines = text.splitlines()
@@ -101,14 +113,8 @@ def edit_latencies(binary: str, text: str, edits: int, pattern: str) -> list[flo
     latencies = []
     for edit in range(edits):
         version = edit + 2
-        # Each pair of edits types a character on one line, then deletes it again.
-        line = ((edit - edit % 2) * 37) % len(lines)
-        if pattern == "typing":
-            column = ((edit - edit % 2) * 7919) % (len(lines[line]) + 1)
-            typed = "x"
-        else:
-            column = len(lines[line])
-            typed = " "
+        line, column = edit_place(lines, edit, pattern)
+        typed = "x" if pattern == "typing" else " "
         if edit % 2 == 0:
             change = {"range": {"start": {"line": line, "character": column},
                                 "end": {"line": line, "character": column}}, "text": typed}
@@ -148,6 +154,11 @@ def main() -> int:
     )
     parser.add_argument("--lines", type=int, default=3000)
     parser.add_argument(
+        "--slowest", type=int, default=0, metavar="N",
+        help="also list each binary's N slowest edits (median over rounds), with the line "
+        "edited: what the p95 is made of",
+    )
+    parser.add_argument(
         "--pattern",
         choices=["trailing-space", "typing"],
         default="trailing-space",
@@ -185,6 +196,18 @@ def main() -> int:
     p50, p95 = percentiles(latencies["torchlint"])
     verdict = "PASS" if p95 <= TARGET_P95_MS else "FAIL"
     print(f"target: p95 <= {TARGET_P95_MS:.0f} ms: {verdict}")
+    if args.slowest:
+        lines = text.splitlines()
+        for name, measured in latencies.items():
+            # Round r's edit e is measured[r * edits + e]; an edit's latency is its median.
+            by_edit = [statistics.median(measured[e::args.edits]) for e in range(args.edits)]
+            print(f"{name}: {args.slowest} slowest edits")
+            for edit in sorted(range(args.edits), key=lambda e: -by_edit[e])[: args.slowest]:
+                line, column = edit_place(lines, edit, args.pattern)
+                action = "delete" if edit % 2 else "type"
+                shown = lines[line].strip()[:50] or "(blank line)"
+                print(f"  {by_edit[edit]:6.2f} ms  edit {edit:3} ({action} at {line + 1}:{column + 1})"
+                      f"  {shown}")
     if args.before:
         before50, before95 = percentiles(latencies["before"])
         verdict = "PASS" if p50 <= before50 and p95 <= before95 else "FAIL"
