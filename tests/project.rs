@@ -812,3 +812,83 @@ fn context_files_are_those_related_by_imports_and_not_too_large() {
         run.stderr
     );
 }
+
+#[test]
+fn verbose_tells_what_the_run_read_left_out_and_linted_twice() {
+    // `a.py` and `b.py` import each other: the smaller, `b.py`, is linted before `a.py`'s facts
+    // are in, then again once they are. `big.py` imports `b` but is over the size limit;
+    // `other.py` imports nothing of them.
+    let project = Project::new();
+    std::fs::create_dir_all(project.path().join(".git")).unwrap();
+    let padding: String = (0..100).map(|i| format!("X_{i:05} = {i}\n")).collect();
+    project.write(
+        "a.py",
+        format!(
+            "import torch\nfrom b import helper\n\ndef evaluate(model, loader):\n    model.eval()\n    outs = []\n    for x in loader:\n        outs.append(model(x))\n    return outs\n{padding}"
+        ),
+    );
+    project.write(
+        "b.py",
+        "from a import evaluate\n\ndef helper(model, loader):\n    return evaluate(model, loader)\n",
+    );
+    project.write(
+        "main.py",
+        "import torch\nfrom b import helper\n\ndef main(model, loader):\n    helper(model, loader)\n",
+    );
+    project.write("big.py", format!("import b\n{}", padding.repeat(20)));
+    project.write("other.py", "x = 1\n");
+    project.write(
+        "pyproject.toml",
+        "[tool.torchlint]\ncontext-size-limit = 10_000\n",
+    );
+    let notes = |args: &[&str]| -> Vec<String> {
+        let run = project.run(args);
+        assert!(run.code == 0 || run.code == 1, "{}", run.stderr);
+        run.stderr
+            .lines()
+            .filter(|line| line.starts_with("note: "))
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(
+        notes(&["check", "--no-cache", "-v", "main.py"]),
+        [
+            "note: context: 2 other files of the project, related to the named files by imports (their facts decide findings here); 1 unrelated, left out",
+            "note: big.py: not read for facts: 25809 bytes is over `context-size-limit` (10000 bytes); name it to lint it",
+            "note: b.py: linted twice: it is part of an import cycle, and the files it imports answered its questions otherwise once they were linted",
+        ]
+    );
+    // Without `-v`, none of it.
+    assert_eq!(
+        notes(&["check", "--no-cache", "main.py"]),
+        Vec::<String>::new()
+    );
+    // A whole folder has no context; a second run with nothing changed replays the first
+    // (files written within the first run's last moments would not be trusted to it).
+    let past = std::time::SystemTime::now() - std::time::Duration::from_secs(10);
+    for file in [
+        "a.py",
+        "b.py",
+        "main.py",
+        "big.py",
+        "other.py",
+        "pyproject.toml",
+    ] {
+        let file = std::fs::File::options()
+            .write(true)
+            .open(project.path().join(file))
+            .unwrap();
+        file.set_modified(past).unwrap();
+    }
+    let cycle = "note: b.py: linted twice: it is part of an import cycle, and the files it imports answered its questions otherwise once they were linted";
+    assert_eq!(notes(&["check", "-v", "."]), [cycle]);
+    assert_eq!(
+        notes(&["check", "-v", "."]),
+        [
+            "note: no file of the run changed since the last run: its results come from the cache (`--no-cache` lints afresh)"
+        ]
+    );
+    let run = project.run(&["check", "-v", "-q", "."]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("cannot be used with"), "{}", run.stderr);
+}

@@ -187,6 +187,11 @@ pub fn run(mut args: CheckArgs) -> u8 {
             .filter(|_| errors.is_empty())
             .and_then(|records| records.replay(&discovered.targets));
         if let Some(replayed) = replayed {
+            if args.verbose {
+                eprintln!(
+                    "note: no file of the run changed since the last run: its results come from the cache (`--no-cache` lints afresh)"
+                );
+            }
             outcomes = replayed;
         } else if args.parse_only {
             outcomes = run::parse_targets(&discovered.targets);
@@ -222,14 +227,19 @@ pub fn run(mut args: CheckArgs) -> u8 {
                     .use_current_thread()
                     .build_global();
             }
-            let checked = run::lint_project(
+            let run = run::lint_project(
                 &all,
                 discovered.targets.len(),
                 &run::Overrides::new(),
                 cache.as_ref(),
             );
+            if args.verbose {
+                for note in &run.notes {
+                    eprintln!("note: {note}");
+                }
+            }
             let mut warned = false;
-            for checked in checked {
+            for checked in run.checked {
                 if let Some(warning) = checked.warning {
                     warned = true;
                     if !args.quiet {

@@ -200,6 +200,11 @@ pub struct CheckArgs {
     /// Print only the findings: no summary line.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Also print, on stderr, what the run did besides linting the named files: the other
+    /// files of their project it read for facts, those it left unread for their size
+    /// (`context-size-limit`), the files it linted twice and why, results from the cache.
+    #[arg(long, short, conflicts_with = "quiet")]
+    pub verbose: bool,
     /// Report and fail only on findings not recorded in this baseline file.
     #[arg(long, value_name = "FILE")]
     pub baseline: Option<PathBuf>,

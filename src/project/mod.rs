@@ -13,6 +13,7 @@
 //! imports that bind them (`from .utils import evaluate`), methods by name (`x.val_step(...)`).
 
 pub mod imports;
+pub mod notes;
 pub mod run;
 pub mod schedule;
 

@@ -24,6 +24,7 @@ use crate::linter::{self, ProjectContext, SourceKind};
 use crate::notebook;
 use crate::parse;
 use crate::project::imports::{self, Import};
+use crate::project::notes::{Again, Note};
 use crate::project::{
     self as project, Assumption, CalledNames, FunctionKey, GraphCall, ProjectFile, schedule,
     schedule::Needed,
@@ -78,6 +79,13 @@ impl<'t> Overrides<'t> {
     }
 }
 
+/// What a project run came to: each reported file's outcome, and what the run did to get
+/// there (`check -v`).
+pub struct ProjectRun {
+    pub checked: Vec<Checked>,
+    pub notes: Vec<Note>,
+}
+
 /// One file that a run reports on: what linting it came to, and what to warn about it.
 pub struct Checked {
     pub outcome: Outcome,
@@ -93,21 +101,22 @@ pub fn lint_project(
     reported: usize,
     overrides: &Overrides,
     cache: Option<&Cache>,
-) -> Vec<Checked> {
-    let session = Session::scanned(
+) -> ProjectRun {
+    let mut session = Session::scanned(
         related(targets, reported, overrides, cache),
         overrides,
         cache,
     );
     let reported: Vec<usize> = (0..reported).collect();
     let checked = session.report(&reported, overrides, cache);
+    let notes = std::mem::take(&mut session.notes);
     // Freeing every file's facts takes longer than the report itself on a large run, and
     // nothing needs to wait for it: the CLI prints and exits meanwhile. (One file's are freed
     // sooner than a thread starts.)
     if targets.len() > 1 {
         std::thread::spawn(move || drop(session));
     }
-    checked
+    ProjectRun { checked, notes }
 }
 
 /// The reported targets (the first `reported`) and the context files related to them by
@@ -134,11 +143,7 @@ fn related(
                 return (Some(input.as_ref().map_or(0, Vec::len)), scan(&input));
             }
             let metadata = std::fs::metadata(&target.path).ok();
-            let too_large = index >= reported
-                && metadata
-                    .as_ref()
-                    .is_some_and(|metadata| metadata.len() > target.settings.context_size_limit);
-            if too_large {
+            if index >= reported && too_large(target, metadata.as_ref()).is_some() {
                 return (None, Vec::new());
             }
             // Unchanged since a run read it: its imports without reading it.
@@ -178,19 +183,50 @@ fn related(
         }
     }
     let mut scanned = Scanned::default();
+    let (mut read_for_facts, mut unrelated) = (0, 0);
     for (index, (((target, keep), size), imports)) in
         targets.iter().zip(keep).zip(sizes).zip(imports).enumerate()
     {
-        if let (true, Some(size)) = (keep, size) {
-            if index < reported {
-                scanned.reported += 1;
+        match (keep, size) {
+            (true, Some(size)) => {
+                if index < reported {
+                    scanned.reported += 1;
+                } else {
+                    read_for_facts += 1;
+                }
+                scanned.targets.push(target.clone());
+                scanned.costs.push(size);
+                scanned.imports.push(imports);
             }
-            scanned.targets.push(target.clone());
-            scanned.costs.push(size);
-            scanned.imports.push(imports);
+            (_, None) => {
+                // Asked again only for the note: sizes left out the files over the limit.
+                let metadata = std::fs::metadata(&target.path).ok();
+                if let Some(note) = too_large(target, metadata.as_ref()) {
+                    scanned.notes.push(note);
+                }
+            }
+            (false, Some(_)) => unrelated += 1,
         }
     }
+    scanned.notes.insert(
+        0,
+        Note::Context {
+            read: read_for_facts,
+            unrelated,
+        },
+    );
     scanned
+}
+
+/// A note that a context file is over its `context-size-limit`, if it is.
+fn too_large(target: &LintTarget, metadata: Option<&std::fs::Metadata>) -> Option<Note> {
+    let size = metadata?.len();
+    let limit = target.settings.context_size_limit;
+    (size > limit).then(|| Note::TooLarge {
+        path: target.path.clone(),
+        size,
+        limit,
+    })
 }
 
 /// A run's files, each with what the schedule needs before the file is linted: its imports
@@ -202,6 +238,8 @@ struct Scanned {
     reported: usize,
     imports: Vec<Vec<Import>>,
     costs: Vec<usize>,
+    /// What choosing the files did (`check -v`).
+    notes: Vec<Note>,
 }
 
 impl Scanned {
@@ -227,6 +265,7 @@ impl Scanned {
             targets,
             imports,
             costs,
+            notes: Vec::new(),
         }
     }
 }
@@ -423,6 +462,9 @@ pub struct Session {
     /// are asked again. (With every file from the cache, or linted again to the summary it
     /// had, nothing they rest on changed.)
     resummarised: bool,
+    /// What the first pass did, for a run to tell (`check -v`); an editor's later updates add
+    /// none.
+    notes: Vec<Note>,
 }
 
 /// What linting one file of a session yields: its index, result, summary and questions.
@@ -457,6 +499,7 @@ impl Session {
             reported,
             imports,
             costs,
+            mut notes,
         } = scanned;
         // The run's framework table: the config's at the root of the run (the first target's).
         let facts = FactBase::new(targets.iter().map(|target| target.path.as_path()))
@@ -512,6 +555,14 @@ impl Session {
             .enumerate()
             .map(|(index, target)| (target.path.clone(), index))
             .collect();
+        let rechecked: Vec<Relinted> = rechecked
+            .into_iter()
+            .filter_map(OnceLock::into_inner)
+            .collect();
+        notes.extend(rechecked.iter().map(|(index, ..)| Note::LintedAgain {
+            path: targets[*index].path.clone(),
+            cause: Again::ImportCycle,
+        }));
         let relinted_in = vec![0; targets.len()];
         let resummarised_in = vec![0; targets.len()];
         let resummarised = asked.iter().any(|asked| asked.resummarised);
@@ -528,15 +579,17 @@ impl Session {
             relinted_in,
             resummarised_in,
             resummarised,
+            notes,
         };
-        let rechecked: Vec<Relinted> = rechecked
-            .into_iter()
-            .filter_map(OnceLock::into_inner)
-            .collect();
         session.keep(rechecked);
         // Answers that changed now that every summary is in: lint those files again (their
         // cached results, if they came from the cache, rest on the old answers).
-        session.settle(&[], overrides, cache);
+        let settled = session.settle(&[], overrides, cache);
+        let again = settled.into_iter().map(|index| Note::LintedAgain {
+            path: session.targets[index].path.clone(),
+            cause: Again::AnswersChanged,
+        });
+        session.notes.extend(again.collect::<Vec<_>>());
         session
     }
 
@@ -666,21 +719,36 @@ impl Session {
     /// from before it (a module and the files importing what it re-exports), so one round
     /// leaves answers that the next run, reading the new summaries, would find stale again
     /// (and with a cache, every warm run would lint them again).
-    fn settle(&mut self, done: &[usize], overrides: &Overrides, cache: Option<&Cache>) {
+    /// Returns the files it linted again.
+    fn settle(
+        &mut self,
+        done: &[usize],
+        overrides: &Overrides,
+        cache: Option<&Cache>,
+    ) -> Vec<usize> {
         let mut done = done;
+        let mut relinted = Vec::new();
         for _ in 0..MAX_SETTLING_ROUNDS {
             let before = self.rounds;
-            self.relint_stale(done, overrides, cache);
+            relinted.extend(self.relint_stale(done, overrides, cache));
             if self.rounds == before {
                 break;
             }
             done = &[];
         }
+        relinted.sort_unstable();
+        relinted.dedup();
+        relinted
     }
 
     /// Lints again the files (but those in `done`) whose questions the fact base now answers
-    /// otherwise.
-    fn relint_stale(&mut self, done: &[usize], overrides: &Overrides, cache: Option<&Cache>) {
+    /// otherwise; returns them.
+    fn relint_stale(
+        &mut self,
+        done: &[usize],
+        overrides: &Overrides,
+        cache: Option<&Cache>,
+    ) -> Vec<usize> {
         let (relinted_in, resummarised_in) = (&self.relinted_in, &self.resummarised_in);
         // Which files read a summary that changed: a look at each file's reads, on this
         // thread (a keystroke changes no summary, and waking the pool would cost more).
@@ -714,7 +782,9 @@ impl Session {
                 Reuse::Afresh,
             )
         });
+        let indices = relinted.iter().map(|relinted| relinted.0).collect();
         self.keep(relinted);
+        indices
     }
 
     fn place(&self, index: usize) -> Place<'_> {
