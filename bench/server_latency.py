@@ -9,7 +9,12 @@ edits that change tokens. Python 3 stdlib only.
 
 Usage: python3 bench/server_latency.py [--torchlint target/release/torchlint] [--before PATH]
                                        [--edits 200] [--rounds N] [--pattern trailing-space|typing]
-                                       [--slowest N]
+                                       [--slowest N] [--repository]
+
+--repository opens the document where it lives in a copy of the pinned transformers package
+made a git repository (about 2,900 files), as an editor opens `trainer.py` in a clone: the
+server lints it with the files related to it by imports as context, and each keystroke pays
+what that project costs (the fact base it asks, the dependents it checks), not only the file.
 
 --before runs an older binary on the same edits, alternating with the new one round by round,
 and prints the ratio of their p50 and p95 (the issue's "no worse than before"). --slowest N
@@ -21,9 +26,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -98,14 +105,15 @@ def edit_place(lines: list[str], edit: int, pattern: str) -> tuple[int, int]:
     return line, len(lines[line])
 
 
-def edit_latencies(binary: str, text: str, edits: int, pattern: str) -> list[float]:
-    """Opens `text` in a fresh server and times each of `edits` edits, one at a time (ms)."""
+def edit_latencies(binary: str, text: str, edits: int, pattern: str, path: Path) -> list[float]:
+    """Opens `text` as the buffer of `path` in a fresh server and times each of `edits` edits,
+    one at a time (ms)."""
     lines = text.splitlines()
     server = Server(binary)
     server.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": {}}})
     server.wait(lambda: 1 in server.responses)
     server.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
-    uri = (REPO / "bench" / "latency_document.py").as_uri()
+    uri = path.as_uri()
     server.send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {
         "textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}}})
     server.wait(lambda: 1 in server.published)
@@ -173,7 +181,17 @@ def main() -> int:
         "from the pinned corpus, when bench/fetch_corpus.py has fetched it; else the bundled "
         "example and fixtures, repeated)",
     )
+    parser.add_argument(
+        "--repository",
+        action="store_true",
+        help="open the document as transformers/trainer.py of a copy of the pinned transformers "
+        "package made a git repository: the project around it is context, as in a clone",
+    )
     args = parser.parse_args()
+    if args.repository and not DEFAULT_DOCUMENT.exists():
+        print("error: --repository needs the pinned corpus: run python3 bench/fetch_corpus.py",
+              file=sys.stderr)
+        return 2
 
     if args.document:
         text = "".join(args.document.read_text().splitlines(keepends=True)[: args.lines])
@@ -183,11 +201,21 @@ def main() -> int:
     if args.before:
         binaries["before"] = args.before
     latencies: dict[str, list[float]] = {name: [] for name in binaries}
-    for _ in range(args.rounds):
-        for name, binary in binaries.items():
-            latencies[name] += edit_latencies(binary, text, args.edits, args.pattern)
+    with tempfile.TemporaryDirectory(prefix="torchlint-latency-") as scratch:
+        if args.repository:
+            package = DEFAULT_DOCUMENT.parent
+            shutil.copytree(package, Path(scratch) / package.name)
+            subprocess.run(["git", "init", "-q", scratch], check=True)
+            path = Path(scratch) / package.name / DEFAULT_DOCUMENT.name
+        else:
+            # Inside this repository: its few Python files are the project.
+            path = REPO / "bench" / "latency_document.py"
+        for _ in range(args.rounds):
+            for name, binary in binaries.items():
+                latencies[name] += edit_latencies(binary, text, args.edits, args.pattern, path)
 
-    print(f"document: {len(text.splitlines())} lines, {len(text) / 1024:.0f} KiB; "
+    where = "in a copy of the transformers package" if args.repository else "in this repository"
+    print(f"document: {len(text.splitlines())} lines, {len(text) / 1024:.0f} KiB, {where}; "
           f"{args.edits} edits, one at a time ({args.pattern}), {args.rounds} round(s)")
     for name, measured in latencies.items():
         p50, p95 = percentiles(measured)
