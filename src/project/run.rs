@@ -465,6 +465,21 @@ pub struct Session {
     /// What the first pass did, for a run to tell (`check -v`); an editor's later updates add
     /// none.
     notes: Vec<Note>,
+    /// Files linted without their summary ([`Summaries::Later`]): the fact base holds the one
+    /// they had before, until [`Session::summarise`].
+    unsummarised: Vec<usize>,
+}
+
+/// When [`Session::update`] summarises the files it lints again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Summaries {
+    /// With their findings: the files that read their summaries are brought up to date too.
+    Now,
+    /// Later, in [`Session::summarise`]: an editor publishes a keystroke's findings first.
+    /// What other files import of the edited one is a fraction of its lint, and most
+    /// keystrokes change none of it; until then the fact base answers with the summary from
+    /// before the edit.
+    Later,
 }
 
 /// What linting one file of a session yields: its index, result, summary and questions.
@@ -580,6 +595,7 @@ impl Session {
             resummarised_in,
             resummarised,
             notes,
+            unsummarised: Vec::new(),
         };
         session.keep(rechecked);
         // Answers that changed now that every summary is in: lint those files again (their
@@ -607,7 +623,7 @@ impl Session {
     /// buffer in `overrides`, a file changed on disk): those whose bytes differ are linted
     /// again, with the files whose summary they now need more of and the files whose answers
     /// they change.
-    pub fn update(&mut self, paths: &[PathBuf], overrides: &Overrides) {
+    pub fn update(&mut self, paths: &[PathBuf], overrides: &Overrides, summaries: Summaries) {
         let mut changed: Vec<(usize, Read)> = Vec::new();
         for path in paths {
             let Some(index) = self.file(path) else {
@@ -649,19 +665,77 @@ impl Session {
         let relinted: Vec<Relinted> = {
             let this = &*self;
             map_files(changed, |(index, input)| {
+                let mut place = this.place(index);
+                if summaries == Summaries::Later {
+                    place.demand = &Demand::Nothing;
+                }
                 lint_read(
                     &this.targets[index],
                     input,
                     overrides.tree(&this.targets[index].path),
-                    this.place(index),
+                    place,
                     None,
                     Reuse::Afresh,
                 )
             })
         };
         let done: Vec<usize> = relinted.iter().map(|relinted| relinted.0).collect();
-        self.keep(relinted);
+        match summaries {
+            Summaries::Now => self.keep(relinted),
+            Summaries::Later => {
+                // Their summaries from before stay in the fact base: no file's answers change.
+                self.keep_findings(relinted);
+                for index in &done {
+                    if !self.unsummarised.contains(index) {
+                        self.unsummarised.push(*index);
+                    }
+                }
+            }
+        }
         self.settle(&done, overrides, None);
+    }
+
+    /// Summarises the files [`Session::update`] linted without their summaries and, where a
+    /// summary changed, lints again the files whose answers it changes. Returns whether some
+    /// summary changed (the open documents' findings may have changed with it).
+    pub fn summarise(&mut self, overrides: &Overrides) -> bool {
+        let pending = std::mem::take(&mut self.unsummarised);
+        if pending.is_empty() {
+            return false;
+        }
+        // A lint for the facts only: its summary, computed with the other files' as the
+        // findings were.
+        let summarised: Vec<(usize, FileSummary)> = {
+            let this = &*self;
+            map_files(pending, |index| {
+                let mut place = this.place(index);
+                place.findings = Findings::FactsOnly;
+                let (_, _, summary, _) = lint_read(
+                    &this.targets[index],
+                    read(&this.targets[index], overrides),
+                    overrides.tree(&this.targets[index].path),
+                    place,
+                    None,
+                    Reuse::Afresh,
+                );
+                (index, summary)
+            })
+        };
+        let changed: Vec<(usize, FileSummary)> = summarised
+            .into_iter()
+            .filter(|(index, summary)| self.facts.summary(*index) != Some(summary))
+            .collect();
+        if changed.is_empty() {
+            return false;
+        }
+        self.rounds += 1;
+        for (index, summary) in changed {
+            self.resummarised = true;
+            self.resummarised_in[index] = self.rounds;
+            self.facts.replace_summary(index, Arc::new(summary));
+        }
+        self.settle(&[], overrides, None);
+        true
     }
 
     /// What the `files` came to, once the second pass has decided what their findings owe to
@@ -807,6 +881,19 @@ impl Session {
                 self.resummarised_in[index] = self.rounds;
                 self.facts.replace_summary(index, Arc::new(summary));
             }
+            self.linted[index] = linted;
+            self.asked[index] = asked;
+            self.relinted_in[index] = self.rounds;
+        }
+    }
+
+    /// [`Session::keep`] but for the summaries, which stay as they were.
+    fn keep_findings(&mut self, relinted: Vec<Relinted>) {
+        if relinted.is_empty() {
+            return;
+        }
+        self.rounds += 1;
+        for (index, linted, _, asked) in relinted {
             self.linted[index] = linted;
             self.asked[index] = asked;
             self.relinted_in[index] = self.rounds;
@@ -1415,4 +1502,82 @@ fn no_grad_functions(
         .collect();
     let assumptions: Vec<&Assumption> = assumptions.iter().collect();
     project::no_grad_functions(&files, &assumptions)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::CliOverrides;
+
+    const NOT_A_MODEL: &str = "def build_model(name):\n    return {\"name\": name}\n";
+    const MODEL_FACTORY: &str = "import torchvision\n\ndef build_model(name):\n    return torchvision.models.resnet18(num_classes=10)\n";
+    const EVALUATION: &str = "from pkg.factory import build_model\n\ndef evaluate(loader):\n    net = build_model(\"r18\")\n    hits = 0\n    for x, y in loader:\n        hits += (net(x.cuda()).argmax(1) == y.cuda()).sum().item()\n    return hits\n";
+
+    fn codes(checked: &Checked) -> Vec<String> {
+        match &checked.outcome {
+            Outcome::Linted { file, .. } => file
+                .diagnostics
+                .iter()
+                .map(|diagnostic| diagnostic.code().to_owned())
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    #[test]
+    fn an_update_that_summarises_later_answers_with_the_summary_from_before() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("pkg")).unwrap();
+        std::fs::write(dir.path().join("pkg/factory.py"), NOT_A_MODEL).unwrap();
+        std::fs::write(dir.path().join("pkg/eval.py"), EVALUATION).unwrap();
+        let resolver = Arc::new(Resolver::new(CliOverrides::default(), None).unwrap());
+        let targets = discovery::discover(&[dir.path().to_owned()], &resolver).targets;
+        let mut session = Session::new(targets, &Overrides::new(), None);
+        let factory = session.file(&dir.path().join("pkg/factory.py")).unwrap();
+        let eval = session.file(&dir.path().join("pkg/eval.py")).unwrap();
+        let eval_codes = |session: &Session, overrides: &Overrides| {
+            codes(&session.report(&[eval], overrides, None)[0])
+        };
+        assert_eq!(
+            eval_codes(&session, &Overrides::new()),
+            Vec::<String>::new()
+        );
+        assert!(
+            !session.summarise(&Overrides::new()),
+            "nothing to summarise"
+        );
+
+        // The factory's buffer builds a model now: linted, but what `eval.py` reads of it is
+        // the summary from before until it is summarised.
+        let mut overrides = Overrides::new();
+        let path = dir.path().join("pkg/factory.py");
+        overrides.insert(path.clone(), MODEL_FACTORY.as_bytes().to_vec(), None);
+        session.update(std::slice::from_ref(&path), &overrides, Summaries::Later);
+        assert_eq!(eval_codes(&session, &overrides), Vec::<String>::new());
+        assert!(
+            session.summarise(&overrides),
+            "the factory's summary changed"
+        );
+        assert_eq!(eval_codes(&session, &overrides), ["TL101"]);
+        assert!(!session.summarise(&overrides), "summarised already");
+
+        // An edit that leaves the summary as it was changes nothing once summarised.
+        let mut overrides = Overrides::new();
+        overrides.insert(
+            path.clone(),
+            format!("{MODEL_FACTORY}\n").into_bytes(),
+            None,
+        );
+        session.update(std::slice::from_ref(&path), &overrides, Summaries::Later);
+        assert!(!session.summarise(&overrides));
+        assert_eq!(eval_codes(&session, &overrides), ["TL101"]);
+        assert!(session.linted[factory].hash.is_some());
+
+        // Summarised with the findings, as `torchlint check` and the first pass do.
+        let mut overrides = Overrides::new();
+        overrides.insert(path.clone(), NOT_A_MODEL.as_bytes().to_vec(), None);
+        session.update(std::slice::from_ref(&path), &overrides, Summaries::Now);
+        assert_eq!(eval_codes(&session, &overrides), Vec::<String>::new());
+        assert!(!session.summarise(&overrides));
+    }
 }

@@ -32,7 +32,7 @@ use crate::diagnostic::Diagnostic;
 use crate::discovery::LintTarget;
 use crate::linter::{self, SourceKind};
 use crate::parse;
-use crate::project::run::{self, Outcome};
+use crate::project::run::{self, Checked, Outcome};
 use crate::settings::resolver::Resolver;
 use crate::settings::{CliOverrides, Settings};
 use crate::source::SourceFile;
@@ -53,6 +53,10 @@ struct ClientSettings {
     unsafe_fixes: bool,
 }
 
+/// How long the input has to be quiet before the edited documents are summarised: longer than
+/// the server takes to answer a keystroke, shorter than the pause between a person's.
+const SUMMARISE_AFTER: std::time::Duration = std::time::Duration::from_millis(30);
+
 struct Server {
     encoding: Encoding,
     documents: HashMap<String, Open>,
@@ -71,6 +75,8 @@ struct Server {
     sent_requests: u64,
     reclaimer: Reclaimer,
     projects: Projects,
+    /// The projects whose edited files are not summarised yet (see [`Server::summarise`]).
+    unsummarised: Vec<PathBuf>,
     /// Each document's last settings that resolved: a config file saved broken leaves its
     /// documents linted as before, not bare, until it is fixed.
     last_settings: HashMap<String, Arc<Settings>>,
@@ -187,6 +193,7 @@ impl Server {
             sent_requests: 0,
             reclaimer: Reclaimer::start(),
             projects: Projects::default(),
+            unsummarised: Vec::new(),
             last_settings: HashMap::new(),
             shown_errors: HashSet::new(),
         };
@@ -213,7 +220,24 @@ impl Server {
     /// a `shutdown`, as the spec says).
     fn main_loop(&mut self, incoming: &crossbeam_channel::Receiver<Incoming>) -> u8 {
         self.register_config_watchers();
-        while let Ok(first) = incoming.recv() {
+        loop {
+            // With edits not yet summarised, what other files read of them waits for a pause
+            // in the typing: a keystroke's findings are published without that work.
+            let first = if self.unsummarised.is_empty() {
+                incoming.recv().ok()
+            } else {
+                match incoming.recv_timeout(SUMMARISE_AFTER) {
+                    Ok(message) => Some(message),
+                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                        self.summarise();
+                        continue;
+                    }
+                    Err(crossbeam_channel::RecvTimeoutError::Disconnected) => None,
+                }
+            };
+            let Some(first) = first else {
+                break;
+            };
             // Take what else has arrived, so that a burst of keystrokes costs one lint.
             let mut batch = vec![first];
             batch.extend(incoming.try_iter());
@@ -551,6 +575,45 @@ impl Server {
             }
             return;
         };
+        self.deliver_checked(&keys, checked, dirty);
+        if !self.unsummarised.iter().any(|known| known == root) {
+            self.unsummarised.push(root.to_owned());
+        }
+    }
+
+    /// What other files read of the documents edited since the last pause (their summaries):
+    /// most keystrokes leave it as it was. Where it changed, the files that read it are
+    /// checked again and the open documents whose findings moved are published again.
+    fn summarise(&mut self) {
+        for root in std::mem::take(&mut self.unsummarised) {
+            let mut keys = Vec::new();
+            let mut open = Vec::new();
+            for key in self.documents.keys() {
+                if let Some((found, target)) = self.project_of(key)
+                    && found == root
+                {
+                    let document = &self.documents[key].document;
+                    open.push(OpenFile {
+                        target,
+                        text: document.text.as_bytes().to_vec(),
+                        tree: document.tree.as_ref(),
+                    });
+                    keys.push(key.clone());
+                }
+            }
+            let projects = &mut self.projects;
+            match catch_unwind(AssertUnwindSafe(|| projects.summarise(&root, &open))) {
+                Ok(Some(checked)) => self.deliver_checked(&keys, checked, &[]),
+                Ok(None) => {}
+                // What was published stands; the next change starts the project afresh.
+                Err(_) => self.projects.clear(),
+            }
+        }
+    }
+
+    /// Publishes what the project's open documents came to (`dirty`: those whose new version
+    /// waits for a publication, even an unchanged one).
+    fn deliver_checked(&mut self, keys: &[String], checked: Vec<Checked>, dirty: &[String]) {
         for (key, checked) in keys.iter().zip(checked) {
             if let Some(warning) = checked.warning {
                 log(&format!("torchlint: {warning}"));

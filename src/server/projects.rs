@@ -16,7 +16,7 @@ use tree_sitter::Tree;
 use crate::cache::{self, Cache};
 use crate::diagnostic::FileDiagnostics;
 use crate::discovery::{self, LintTarget};
-use crate::project::run::{Checked, Outcome, Overrides, Session};
+use crate::project::run::{Checked, Outcome, Overrides, Session, Summaries};
 use crate::settings::resolver::Resolver;
 
 struct Project {
@@ -111,10 +111,7 @@ impl Projects {
                 // A cache `torchlint check` left there gives a warm start.
                 cache: Cache::open(&root.join(cache::FOLDER)),
             });
-        let mut overrides = Overrides::new();
-        for file in open {
-            overrides.insert(file.target.path.clone(), file.text.clone(), file.tree);
-        }
+        let overrides = overrides_of(open);
         let files = project
             .files
             .get_or_insert_with(|| discovery::discover(&[root.to_owned()], resolver).targets);
@@ -127,7 +124,8 @@ impl Projects {
             Some(session) if !outside(session) => {
                 let mut paths = std::mem::take(&mut project.changed);
                 paths.extend(open.iter().map(|file| file.target.path.clone()));
-                session.update(&paths, &overrides);
+                // The findings first: the server publishes them, then asks `summarise`.
+                session.update(&paths, &overrides, Summaries::Later);
             }
             _ => {
                 let mut targets: Vec<LintTarget> = open
@@ -150,12 +148,43 @@ impl Projects {
             }
         }
         let session = project.session.as_ref().expect("the session was just made");
-        let reported: Vec<usize> = open
-            .iter()
-            .filter_map(|file| session.file(&file.target.path))
-            .collect();
-        let checked = session.report(&reported, &overrides, Some(&project.cache));
-        project.cache.absorb();
-        checked
+        report(session, open, &overrides, &mut project.cache)
     }
+
+    /// After the findings of [`Projects::lint`] are published: summarises the documents it
+    /// linted and, if that changed what other files read of them, what the open documents come
+    /// to now (`None`: the same as before, as after most keystrokes).
+    pub fn summarise(&mut self, root: &Path, open: &[OpenFile]) -> Option<Vec<Checked>> {
+        let project = self.roots.get_mut(root)?;
+        let session = project.session.as_mut()?;
+        let overrides = overrides_of(open);
+        if !session.summarise(&overrides) {
+            return None;
+        }
+        Some(report(session, open, &overrides, &mut project.cache))
+    }
+}
+
+fn overrides_of<'t>(open: &[OpenFile<'t>]) -> Overrides<'t> {
+    let mut overrides = Overrides::new();
+    for file in open {
+        overrides.insert(file.target.path.clone(), file.text.clone(), file.tree);
+    }
+    overrides
+}
+
+/// What the open documents come to, in the order given.
+fn report(
+    session: &Session,
+    open: &[OpenFile],
+    overrides: &Overrides,
+    cache: &mut Cache,
+) -> Vec<Checked> {
+    let reported: Vec<usize> = open
+        .iter()
+        .filter_map(|file| session.file(&file.target.path))
+        .collect();
+    let checked = session.report(&reported, overrides, Some(cache));
+    cache.absorb();
+    checked
 }
