@@ -133,24 +133,26 @@ fn related(
     if reported >= targets.len() {
         return Scanned::of(targets.to_vec(), overrides, cache);
     }
-    // Each file's size (none: too large to read, or unreadable) and imports.
-    let (sizes, imports): (Vec<Option<usize>>, Vec<Vec<Import>>) = targets
+    // Each file's size (or the note that it is too large to read) and imports.
+    let (sizes, imports): (Vec<Result<usize, Note>>, Vec<Vec<Import>>) = targets
         .par_iter()
         .enumerate()
         .map(|(index, target)| {
             if overrides.contains(&target.path) {
                 let input = read(target, overrides);
-                return (Some(input.as_ref().map_or(0, Vec::len)), scan(&input));
+                return (Ok(input.as_ref().map_or(0, Vec::len)), scan(&input));
             }
             let metadata = std::fs::metadata(&target.path).ok();
-            if index >= reported && too_large(target, metadata.as_ref()).is_some() {
-                return (None, Vec::new());
+            if index >= reported
+                && let Some(note) = too_large(target, metadata.as_ref())
+            {
+                return (Err(note), Vec::new());
             }
             // Unchanged since a run read it: its imports without reading it.
             let stamp = metadata.as_ref().and_then(Stamp::of);
             let imports = cached_imports(target, stamp, cache, || scan(&read(target, overrides)));
             let size = metadata.map_or(0, |metadata| metadata.len());
-            (Some(usize::try_from(size).unwrap_or(usize::MAX)), imports)
+            (Ok(usize::try_from(size).unwrap_or(usize::MAX)), imports)
         })
         .unzip();
     let facts = FactBase::new(targets.iter().map(|target| target.path.as_path()));
@@ -188,7 +190,7 @@ fn related(
         targets.iter().zip(keep).zip(sizes).zip(imports).enumerate()
     {
         match (keep, size) {
-            (true, Some(size)) => {
+            (true, Ok(size)) => {
                 if index < reported {
                     scanned.reported += 1;
                 } else {
@@ -198,14 +200,8 @@ fn related(
                 scanned.costs.push(size);
                 scanned.imports.push(imports);
             }
-            (_, None) => {
-                // Asked again only for the note: sizes left out the files over the limit.
-                let metadata = std::fs::metadata(&target.path).ok();
-                if let Some(note) = too_large(target, metadata.as_ref()) {
-                    scanned.notes.push(note);
-                }
-            }
-            (false, Some(_)) => unrelated += 1,
+            (_, Err(too_large)) => scanned.notes.push(too_large),
+            (false, Ok(_)) => unrelated += 1,
         }
     }
     scanned.notes.insert(
@@ -597,7 +593,7 @@ impl Session {
             notes,
             unsummarised: Vec::new(),
         };
-        session.keep(rechecked);
+        session.keep(rechecked, Summaries::Now);
         // Answers that changed now that every summary is in: lint those files again (their
         // cached results, if they came from the cache, rest on the old answers).
         let settled = session.settle(&[], overrides, cache);
@@ -680,15 +676,12 @@ impl Session {
             })
         };
         let done: Vec<usize> = relinted.iter().map(|relinted| relinted.0).collect();
-        match summaries {
-            Summaries::Now => self.keep(relinted),
-            Summaries::Later => {
-                // Their summaries from before stay in the fact base: no file's answers change.
-                self.keep_findings(relinted);
-                for index in &done {
-                    if !self.unsummarised.contains(index) {
-                        self.unsummarised.push(*index);
-                    }
+        self.keep(relinted, summaries);
+        if summaries == Summaries::Later {
+            // Their summaries from before stay in the fact base: no file's answers change.
+            for index in &done {
+                if !self.unsummarised.contains(index) {
+                    self.unsummarised.push(*index);
                 }
             }
         }
@@ -721,21 +714,15 @@ impl Session {
                 (index, summary)
             })
         };
-        let changed: Vec<(usize, FileSummary)> = summarised
-            .into_iter()
-            .filter(|(index, summary)| self.facts.summary(*index) != Some(summary))
-            .collect();
-        if changed.is_empty() {
-            return false;
-        }
         self.rounds += 1;
-        for (index, summary) in changed {
-            self.resummarised = true;
-            self.resummarised_in[index] = self.rounds;
-            self.facts.replace_summary(index, Arc::new(summary));
+        let mut changed = false;
+        for (index, summary) in summarised {
+            changed |= self.resummarise(index, summary);
         }
-        self.settle(&[], overrides, None);
-        true
+        if changed {
+            self.settle(&[], overrides, None);
+        }
+        changed
     }
 
     /// What the `files` came to, once the second pass has decided what their findings owe to
@@ -857,7 +844,7 @@ impl Session {
             )
         });
         let indices = relinted.iter().map(|relinted| relinted.0).collect();
-        self.keep(relinted);
+        self.keep(relinted, Summaries::Now);
         indices
     }
 
@@ -870,16 +857,16 @@ impl Session {
         }
     }
 
-    fn keep(&mut self, relinted: Vec<Relinted>) {
+    /// Keeps what the files were linted to, in a new round; their summaries too with
+    /// [`Summaries::Now`] (with `Later`, they were linted without).
+    fn keep(&mut self, relinted: Vec<Relinted>, summaries: Summaries) {
         if relinted.is_empty() {
             return;
         }
         self.rounds += 1;
         for (index, linted, summary, asked) in relinted {
-            if self.facts.summary(index) != Some(&summary) {
-                self.resummarised = true;
-                self.resummarised_in[index] = self.rounds;
-                self.facts.replace_summary(index, Arc::new(summary));
+            if summaries == Summaries::Now {
+                self.resummarise(index, summary);
             }
             self.linted[index] = linted;
             self.asked[index] = asked;
@@ -887,17 +874,16 @@ impl Session {
         }
     }
 
-    /// [`Session::keep`] but for the summaries, which stay as they were.
-    fn keep_findings(&mut self, relinted: Vec<Relinted>) {
-        if relinted.is_empty() {
-            return;
+    /// Puts a file's summary in the fact base, in this round, if it differs from the one there;
+    /// whether it did.
+    fn resummarise(&mut self, index: usize, summary: FileSummary) -> bool {
+        if self.facts.summary(index) == Some(&summary) {
+            return false;
         }
-        self.rounds += 1;
-        for (index, linted, _, asked) in relinted {
-            self.linted[index] = linted;
-            self.asked[index] = asked;
-            self.relinted_in[index] = self.rounds;
-        }
+        self.resummarised = true;
+        self.resummarised_in[index] = self.rounds;
+        self.facts.replace_summary(index, Arc::new(summary));
+        true
     }
 }
 

@@ -57,6 +57,26 @@ struct ClientSettings {
 /// the server takes to answer a keystroke, shorter than the pause between a person's.
 const SUMMARISE_AFTER: std::time::Duration = std::time::Duration::from_millis(30);
 
+/// A project's open documents as its lint takes them (their text and tree), and their keys,
+/// in the same order.
+fn open_files(
+    documents: &HashMap<String, Open>,
+    members: Vec<(String, LintTarget)>,
+) -> (Vec<String>, Vec<OpenFile<'_>>) {
+    members
+        .into_iter()
+        .map(|(key, target)| {
+            let document = &documents[&key].document;
+            let open = OpenFile {
+                target,
+                text: document.text.as_bytes().to_vec(),
+                tree: document.tree.as_ref(),
+            };
+            (key, open)
+        })
+        .unzip()
+}
+
 struct Server {
     encoding: Encoding,
     documents: HashMap<String, Open>,
@@ -522,15 +542,19 @@ impl Server {
         Some((run::project_root(&target)?, target))
     }
 
+    /// The open documents of the project at `root`, with their targets.
+    fn members(&self, root: &std::path::Path) -> Vec<(String, LintTarget)> {
+        self.documents
+            .keys()
+            .filter_map(|key| match self.project_of(key) {
+                Some((found, target)) if found == root => Some((key.clone(), target)),
+                _ => None,
+            })
+            .collect()
+    }
+
     fn lint_project(&mut self, root: &std::path::Path, dirty: &[String]) {
-        let mut members: Vec<(String, LintTarget)> = Vec::new();
-        for key in self.documents.keys() {
-            if let Some((found, target)) = self.project_of(key)
-                && found == root
-            {
-                members.push((key.clone(), target));
-            }
-        }
+        let members = self.members(root);
         // Each changed text is parsed here, incrementally from its last tree (the project's
         // lint takes the tree); a text the parser cannot take is linted from its bytes.
         for (key, _) in &members {
@@ -550,19 +574,11 @@ impl Server {
                 .free(std::mem::replace(&mut open.document.tree, tree));
             open.parsed = true;
         }
-        let mut keys = Vec::new();
-        let mut open = Vec::new();
-        for (key, target) in members {
+        for (key, target) in &members {
             self.last_settings
                 .insert(key.clone(), Arc::clone(&target.settings));
-            let document = &self.documents[&key].document;
-            open.push(OpenFile {
-                target,
-                text: document.text.as_bytes().to_vec(),
-                tree: document.tree.as_ref(),
-            });
-            keys.push(key);
         }
+        let (keys, open) = open_files(&self.documents, members);
         let resolver = Arc::clone(&self.resolver);
         let projects = &mut self.projects;
         // A panic outside the rules (they contain their own) costs these documents'
@@ -586,21 +602,8 @@ impl Server {
     /// checked again and the open documents whose findings moved are published again.
     fn summarise(&mut self) {
         for root in std::mem::take(&mut self.unsummarised) {
-            let mut keys = Vec::new();
-            let mut open = Vec::new();
-            for key in self.documents.keys() {
-                if let Some((found, target)) = self.project_of(key)
-                    && found == root
-                {
-                    let document = &self.documents[key].document;
-                    open.push(OpenFile {
-                        target,
-                        text: document.text.as_bytes().to_vec(),
-                        tree: document.tree.as_ref(),
-                    });
-                    keys.push(key.clone());
-                }
-            }
+            let members = self.members(&root);
+            let (keys, open) = open_files(&self.documents, members);
             let projects = &mut self.projects;
             match catch_unwind(AssertUnwindSafe(|| projects.summarise(&root, &open))) {
                 Ok(Some(checked)) => self.deliver_checked(&keys, checked, &[]),
