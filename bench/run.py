@@ -5,10 +5,13 @@ A benchmark, not a test: it prints numbers and PASS/FAIL against the target, and
 whatever they are. Python 3 stdlib only.
 
 Usage: python3 bench/run.py [--torchlint PATH] [--before PATH] [--ruff PATH] [--rounds N]
+                            [--split]
 
 --before runs an older binary's full lint in the same rounds (a change's cost as a ratio
 measured in one run); --ruff (default: `ruff` on PATH) times `ruff check --select B` over
-the same corpus beside it.
+the same corpus beside it. --split also times a lint with only TL001 (syntax errors) enabled,
+which builds the semantic models and project facts and runs no analysis rule, and splits the
+lint's cost over parse-only between those and the rules.
 """
 
 from __future__ import annotations
@@ -133,6 +136,11 @@ def main() -> int:
     parser.add_argument("--before", type=Path, help="an older torchlint binary to run beside it")
     parser.add_argument("--ruff", default=shutil.which("ruff"), help="a Ruff binary to time beside it")
     parser.add_argument("--rounds", type=int, default=5, help="timed rounds of each mode (default 5)")
+    parser.add_argument(
+        "--split", action="store_true",
+        help="also time the lint with only TL001 (syntax errors) enabled, and split the lint's "
+        "cost over parse-only into the semantic model and project facts, and the rules",
+    )
     args = parser.parse_args()
 
     binary = args.torchlint.resolve()
@@ -154,6 +162,10 @@ def main() -> int:
             print(f"error: no torchlint binary at {args.before}", file=sys.stderr)
             return 2
         others["before"] = [str(args.before.resolve()), *lint_cmd[1:]]
+    if args.split:
+        # TL001 reads only what the parser reports, so this run builds every file's semantic
+        # model, summary and fact-base answers as a full lint does, and runs no analysis rule.
+        others["no rules"] = [*lint_cmd[:2], "--select", "TL001", *lint_cmd[2:]]
     if args.ruff:
         others["ruff -B"] = [args.ruff, "check", "--select", "B", "--no-cache", "--exit-zero", "--quiet", CORPUS_ARG]
 
@@ -253,6 +265,20 @@ def main() -> int:
         cpu = statistics.median(r.cpu_s for r in lint_runs) / statistics.median(r.cpu_s for r in runs)
         rss = max(r.maxrss_mib for r in lint_runs) / max(r.maxrss_mib for r in runs)
         print(f"{'ratio':<12} {wall:>10.3f} {'':>10} {cpu:>12.3f} {rss:>14.3f}   (lint / {name})")
+    if args.split:
+        # CPU time: the split is of the work done, which wall time on a shared machine blurs.
+        def cpu(runs: list[Run]) -> float:
+            return statistics.median(r.cpu_s for r in runs)
+
+        over = cpu(lint_runs) - cpu(parse_runs)
+        facts = cpu(other_runs["no rules"]) - cpu(parse_runs)
+        if over > 0:
+            print(
+                f"split:       of the lint's {over:.3f} cpu s over parse-only, the semantic model and "
+                f"project facts {facts:.3f} s ({facts / over:.0%}), the rules {over - facts:.3f} s "
+                f"({(over - facts) / over:.0%}); each as a share of parse-only: "
+                f"{facts / cpu(parse_runs):.3f} and {(over - facts) / cpu(parse_runs):.3f}"
+            )
     print()
     print(f"throughput: full lint {size / 1e6 / lint_med:.1f} MB/s, parse-only {size / 1e6 / parse_med:.1f} MB/s (medians)")
     verdict = "PASS" if ratio_med <= TARGET_RATIO else "FAIL"
