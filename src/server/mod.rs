@@ -69,7 +69,7 @@ fn open_files(
             let document = &documents[&key].document;
             let open = OpenFile {
                 target,
-                text: document.text.as_bytes().to_vec(),
+                text: document.text.as_bytes(),
                 tree: document.tree.as_ref(),
             };
             (key, open)

@@ -38,10 +38,11 @@ pub struct Projects {
 }
 
 /// An open document of a project: its target, its text (which stands in for the file), and
-/// the editor's parse of that text.
+/// the editor's parse of that text, both borrowed from the document: the lint's overrides take
+/// the one copy of the text it needs.
 pub struct OpenFile<'t> {
     pub target: LintTarget,
-    pub text: Vec<u8>,
+    pub text: &'t [u8],
     pub tree: Option<&'t Tree>,
 }
 
@@ -168,7 +169,7 @@ impl Projects {
 fn overrides_of<'t>(open: &[OpenFile<'t>]) -> Overrides<'t> {
     let mut overrides = Overrides::new();
     for file in open {
-        overrides.insert(file.target.path.clone(), file.text.clone(), file.tree);
+        overrides.insert(file.target.path.clone(), file.text.to_vec(), file.tree);
     }
     overrides
 }
