@@ -47,13 +47,13 @@ fn main() {
 /// Compiles `src/node_children.c` against the private headers of the tree-sitter release we
 /// link: its build script publishes `include/`, and the sources sit beside it in `src/`.
 fn compile_node_children() {
-    println!("cargo:rerun-if-changed=src/node_children.c");
+    println!("cargo:rerun-if-changed=src/syntax/build.c");
     let include = std::path::PathBuf::from(
         std::env::var("DEP_TREE_SITTER_INCLUDE").expect("tree-sitter publishes its include folder"),
     );
     let private = include.join("../src");
     cc::Build::new()
-        .file("src/node_children.c")
+        .file("src/syntax/build.c")
         .include(&include)
         .include(&private)
         .std("c11")

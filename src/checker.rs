@@ -5,7 +5,9 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
-use tree_sitter::{Node, QueryCursor, Tree};
+use tree_sitter::QueryCursor;
+
+use crate::syntax::{Node, SyntaxTree as Tree};
 
 use crate::diagnostic::Diagnostic;
 use crate::parse::{Descend, FIELDS, KINDS, Visit, text, walk};

@@ -30,3 +30,4 @@ pub mod server;
 pub mod settings;
 pub mod source;
 pub mod suppression;
+pub mod syntax;

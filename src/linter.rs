@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use tree_sitter::Tree;
 
+use crate::syntax::SyntaxTree;
+
 use crate::checker::{self, Findings, InternalError};
 use crate::diagnostic::{self, Diagnostic};
 use crate::parse;
@@ -112,6 +114,7 @@ pub fn lint_parsed_in(
     settings: &Settings,
     project: Option<ProjectContext<'_>>,
 ) -> LintOutcome {
+    let tree = &SyntaxTree::new(tree.clone());
     let model = SemanticModel::build(
         tree,
         source.text(),

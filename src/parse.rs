@@ -13,7 +13,9 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use rustc_hash::FxHashMap as HashMap;
-use tree_sitter::{Language, Node, ParseOptions, Parser, Tree};
+use tree_sitter::{Language, ParseOptions, Parser, Tree};
+
+use crate::syntax::Node;
 
 static PYTHON: LazyLock<Language> = LazyLock::new(|| tree_sitter_python::LANGUAGE.into());
 
@@ -52,6 +54,18 @@ static NAMED_KINDS: LazyLock<HashMap<&'static str, u16>> = LazyLock::new(|| {
 /// `python().id_for_node_kind(name, true)` says.
 pub fn kind_id(name: &str) -> u16 {
     NAMED_KINDS.get(name).copied().unwrap_or(0)
+}
+
+/// The name of the node kind `id` (`ERROR` for an error node), as `Node::kind` says.
+pub fn kind_name(id: u16) -> &'static str {
+    PYTHON.node_kind_for_id(id).unwrap_or("ERROR")
+}
+
+/// The id of the field `name`, if the grammar has one.
+pub fn field_id(name: &str) -> Option<u16> {
+    PYTHON
+        .field_id_for_name(name)
+        .map(std::num::NonZeroU16::get)
 }
 
 thread_local! {
@@ -668,6 +682,7 @@ mod tests {
     fn walk_enters_and_leaves_in_order_without_recursion() {
         let source = format!("x = {}1{}\n", "(".repeat(20_000), ")".repeat(20_000));
         let tree = parse(&source, None).unwrap();
+        let tree = crate::syntax::SyntaxTree::new(tree);
         let (mut entered, mut left) = (0usize, 0usize);
         walk(tree.root_node(), |visit| {
             match visit {
@@ -708,6 +723,7 @@ mod tests {
     fn walk_of_a_subtree_stays_inside_it() {
         let source = "a(1)\nb(2)\n";
         let tree = parse(source, None).unwrap();
+        let tree = crate::syntax::SyntaxTree::new(tree);
         let first = tree.root_node().child(0).unwrap();
         let mut seen = Vec::new();
         walk(first, |visit| {

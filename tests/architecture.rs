@@ -21,7 +21,7 @@ const LAYERS: &str = "
     semantic
     settings
     rule_meta
-    parse node_children notebook
+    parse syntax node_children notebook
     source
     files error escape
 ";

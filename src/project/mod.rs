@@ -19,9 +19,9 @@ pub mod schedule;
 
 use std::path::Path;
 
+use crate::syntax::Node;
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
-use tree_sitter::Node;
 
 use crate::parse::{self, FIELDS, KINDS};
 use crate::semantic::SemanticModel;
@@ -257,6 +257,7 @@ fn call_sites(file: &ProjectFile<'_>, names: &[String]) -> Vec<(Target, SiteMode
     let Ok(tree) = parse::parse(&text, None) else {
         return Vec::new();
     };
+    let tree = crate::syntax::SyntaxTree::new(tree);
     let model = SemanticModel::build(&tree, &text, file.kinds, file.frameworks);
     let mut analysis = Analysis::new(&model, tree.root_node(), &text);
     analysis.frameworks = file.frameworks;

@@ -3,7 +3,7 @@
 //! list or tuple literal holds, each of which such a fix goes on, and a statement removed (a
 //! Rust rule's or a declarative rule's `remove-statement`).
 
-use tree_sitter::Node;
+use crate::syntax::Node;
 
 use crate::checker::Checker;
 use crate::diagnostic::{Edit, Fix};
@@ -161,7 +161,7 @@ pub fn unwrap_with<'a>(checker: &Checker<'a>, statement: Node<'a>) -> Option<Edi
         .filter(|child| child.kind() == ":")
         .last()?;
     let body_start = line_end(text, colon.end_byte());
-    if body.start_byte() < body_start || multiline_string_in(body) {
+    if body.start_byte() < body_start || multiline_string_in(body, checker.text()) {
         return None;
     }
     let end = line_end(text, body.end_byte());
@@ -183,11 +183,11 @@ pub fn unwrap_with<'a>(checker: &Checker<'a>, statement: Node<'a>) -> Option<Edi
 }
 
 /// Whether some string in `node` spans lines.
-fn multiline_string_in(node: Node<'_>) -> bool {
+fn multiline_string_in(node: Node<'_>, text: &str) -> bool {
     let mut found = false;
     walk(node, |visit| match visit {
         Visit::Enter(inner) if !found && inner.kind_id() == KINDS.string => {
-            found = inner.start_position().row != inner.end_position().row;
+            found = text[inner.byte_range()].contains('\n');
             Descend::No
         }
         Visit::Enter(_) if !found => Descend::Yes,

@@ -10,7 +10,9 @@ pub mod suggestions;
 
 use std::sync::{Arc, OnceLock};
 
-use tree_sitter::{Node, QueryCursor};
+use tree_sitter::QueryCursor;
+
+use crate::syntax::Node;
 
 use crate::checker::Checker;
 use crate::diagnostic::Diagnostic;

@@ -6,7 +6,7 @@
 
 use std::sync::LazyLock;
 
-use tree_sitter::Node;
+use crate::syntax::Node;
 
 use super::per_batch::first_line;
 use super::position::Position;

@@ -5,8 +5,8 @@
 
 use std::cell::{OnceCell, RefCell};
 
+use crate::syntax::Node;
 use rustc_hash::FxHashMap as HashMap;
-use tree_sitter::Node;
 
 use super::facts::{Answer, Ask, FactBase, Question};
 use super::grad::GradInfo;

@@ -4,8 +4,8 @@
 //! from by arithmetic and reductions (`loss = sum(losses)`, `output["loss"].backward()`); and
 //! the sibling outputs of the call that produced it (`loss, mse, ce = criterion(...)`).
 
+use crate::syntax::Node;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
-use tree_sitter::Node;
 
 use super::analysis::Analysis;
 use crate::parse::{Descend, FIELDS, KINDS, Visit, walk};

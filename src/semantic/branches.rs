@@ -4,7 +4,7 @@
 //! expressions of their operands (`self.training`, `args.eval`), each the same value wherever
 //! its text is the same, unless the name being bound is part of it.
 
-use tree_sitter::Node;
+use crate::syntax::Node;
 
 use super::analysis::Analysis;
 use crate::parse::{FIELDS, KINDS, mentions_word};

@@ -3,7 +3,7 @@
 //! object (`torch.compile`'s wrapper, its CUDA graphs) starts over; a function defined once keeps
 //! its identity, whatever calls it.
 
-use tree_sitter::Node;
+use crate::syntax::Node;
 
 use super::analysis::Analysis;
 use super::scope::{BindingKind, Site};

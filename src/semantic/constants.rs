@@ -2,7 +2,7 @@
 //! parameter defaults, argparse `default=`s, dataclass field defaults, and the CPU count
 //! (`os.cpu_count()`, `multiprocessing.cpu_count()`), which is a number only known at run time.
 
-use tree_sitter::Node;
+use crate::syntax::Node;
 
 use super::analysis::Analysis;
 use super::scope::Site;

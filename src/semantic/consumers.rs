@@ -3,7 +3,7 @@
 //! `load_state_dict` (which copies each tensor into the already placed model, wherever the
 //! load put it); the same question suits any fix that changes what a call returns.
 
-use tree_sitter::Node;
+use crate::syntax::Node;
 
 use super::analysis::Analysis;
 use crate::parse::{FIELDS, KINDS};

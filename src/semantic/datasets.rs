@@ -3,8 +3,8 @@
 //! those call), what in them works on the accelerator (a tensor moved or made there, a model
 //! there run), and what `__init__` keeps there for the workers to inherit. TL112 asks.
 
+use crate::syntax::Node;
 use serde::{Deserialize, Serialize};
-use tree_sitter::Node;
 
 use super::analysis::Analysis;
 use super::facts::{Answer, Ask};
@@ -78,7 +78,9 @@ impl<'a> Analysis<'a> {
             kind: work.kind,
             method: work.method.to_owned(),
             shown: crate::source::snippet(self.text(work.node), 50),
-            line: work.node.start_position().row as u32 + 1,
+            line: memchr::memchr_iter(b'\n', &self.source.as_bytes()[..work.node.start_byte()])
+                .count() as u32
+                + 1,
             model: work.model,
             cuda: super::analysis::file_mentions(self.source, "cuda"),
         }

@@ -2,7 +2,7 @@
 //! `model.decode(z)` — and which functions do, directly or through the file's own helpers
 //! (a function summary's `runs_forward`).
 
-use tree_sitter::Node;
+use crate::syntax::Node;
 
 use super::analysis::Analysis;
 use super::facts::Ask;

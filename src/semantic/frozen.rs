@@ -4,8 +4,8 @@
 //! and turns it back on only in an end hook (`on_fit_end`), after the loops that ran it. Its forward records no graph from its own weights: what it
 //! returns carries a graph only if its inputs do.
 
+use crate::syntax::Node;
 use rustc_hash::FxHashSet;
-use tree_sitter::Node;
 
 use super::analysis::Analysis;
 use crate::parse::{FIELDS, KINDS};

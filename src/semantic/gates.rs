@@ -2,7 +2,7 @@
 //! `elif (i + 1) % args.accumulation_steps == 0:`, `if not batch_idx % k:`. A statement in
 //! such a branch runs once per N batches, not once per batch, and costs a step that much less.
 
-use tree_sitter::Node;
+use crate::syntax::Node;
 
 use crate::parse::{FIELDS, KINDS, text};
 
@@ -120,6 +120,7 @@ mod tests {
     fn gate(condition: &str) -> Option<String> {
         let source = format!("if {condition}:\n    f()\n");
         let tree = crate::parse::parse(&source, None).unwrap();
+        let tree = crate::syntax::SyntaxTree::new(tree);
         let statement = tree.root_node().named_child(0).unwrap();
         let condition = statement.child_by_field_id(FIELDS.condition).unwrap();
         interval(condition, &source).map(|interval| format!("{interval:?}"))

@@ -3,8 +3,8 @@
 //! function without either, its callers: a function whose every call site in the file runs
 //! with grad disabled runs with grad disabled (a fixed point over the call graph).
 
+use crate::syntax::Node;
 use rustc_hash::FxHashMap as HashMap;
-use tree_sitter::Node;
 
 use super::analysis::Analysis;
 use super::facts::{Answer, Ask};

@@ -2,7 +2,7 @@
 //! functions (recorded as `GraphCall`s for the cross-file pass), the `Assumption` a finding on
 //! a kept parameter rests on, and whether a value is backpropagated in its loop.
 
-use tree_sitter::Node;
+use crate::syntax::Node;
 
 use super::per_batch::own_method_name;
 use super::position::Position;

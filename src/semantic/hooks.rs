@@ -2,7 +2,7 @@
 //! module, which of its parameters hold the module's inputs, outputs or gradients, and what of
 //! those it keeps in a container that outlives the call. TL111 reads these facts.
 
-use tree_sitter::Node;
+use crate::syntax::Node;
 
 use super::analysis::Analysis;
 use crate::parse::{Descend, FIELDS, KINDS, Visit, find_argument, walk};

@@ -4,7 +4,7 @@
 //! the class's method returns — the file's own class, or another file's through the fact
 //! base's summary of it.
 
-use tree_sitter::Node;
+use crate::syntax::Node;
 
 use super::analysis::Analysis;
 use super::facts::Ask;

@@ -2,7 +2,7 @@
 //! a subclass of the file, or a choice between such classes), and the arguments a call gives
 //! it, `**kwargs` dictionaries bound in the file included. TL106 and TL112 ask.
 
-use tree_sitter::Node;
+use crate::syntax::Node;
 
 use super::analysis::Analysis;
 use crate::parse::{FIELDS, KINDS, find_argument};

@@ -40,7 +40,7 @@ pub mod values;
 
 use rustc_hash::FxHashMap as HashMap;
 
-use tree_sitter::{Node, Tree};
+use crate::syntax::{Node, SyntaxTree as Tree};
 
 use std::sync::LazyLock;
 
@@ -687,9 +687,6 @@ impl<'a> Builder<'a> {
     }
 
     fn run_named(mut self, root: Node<'a>) -> SemanticModel<'a> {
-        /// How many siblings ahead the walk prefetches: about as many nodes as it visits in
-        /// the time memory takes to answer.
-        const PREFETCH_AHEAD: u32 = 8;
         let mut stack: Vec<Frame<'a>> = Vec::with_capacity(64);
         // The named children of every node on `stack`, each frame's after its parent's.
         let mut children = NamedChildren::with_capacity(256);
@@ -699,11 +696,6 @@ impl<'a> Builder<'a> {
         while let Some(frame) = stack.last_mut() {
             if frame.next < frame.end {
                 let (child, kind) = children.get(frame.next as usize);
-                // A sibling a few nodes on, so that its data is in cache by the time the walk
-                // gets there (see `NamedChildren::prefetch`).
-                if frame.next + PREFETCH_AHEAD < frame.end {
-                    children.prefetch((frame.next + PREFETCH_AHEAD) as usize);
-                }
                 frame.next += 1;
                 if let Some(frame) = self.visit(child, kind, &mut children) {
                     stack.push(frame);
@@ -764,7 +756,7 @@ impl<'a> Builder<'a> {
 
     /// The walk over every node, anonymous tokens included.
     fn run_all(mut self, tree: &'a Tree) -> SemanticModel<'a> {
-        let mut cursor = tree.walk();
+        let mut cursor = tree.root_node().walk();
         // For each ancestor on the cursor's path: whether leaving it needs work.
         let mut leave_pending: Vec<bool> = Vec::with_capacity(64);
         loop {
@@ -1577,6 +1569,7 @@ mod tests {
 
     fn resolve_all(source: &str, needle: &str) -> Vec<Option<String>> {
         let tree = parse(source, None).unwrap();
+        let tree = crate::syntax::SyntaxTree::new(tree);
         let model = SemanticModel::build(&tree, source, &[], frameworks::builtin());
         let mut results = Vec::new();
         // Track the innermost scope by hand, as the checker does.
@@ -1686,6 +1679,7 @@ mod tests {
     fn loops_that_call_backward_train_and_their_outer_loops_do_not() {
         let source = "for epoch in range(3):\n    for x in loader:\n        loss.backward()\n        opt.step()\n";
         let tree = parse(source, None).unwrap();
+        let tree = crate::syntax::SyntaxTree::new(tree);
         let model = SemanticModel::build(&tree, source, &[], frameworks::builtin());
         let outer = tree.root_node().child(0).unwrap();
         let facts = model.loop_facts(outer).unwrap();
@@ -1698,6 +1692,7 @@ mod tests {
     fn only_renaming_imports_and_aliases_may_end_in_another_name() {
         let source = "import torch\nimport numpy as np\nfrom torch import load\nfrom torch import save as keep\nL = torch.load\ndef f(x):\n    y = x + 1\n";
         let tree = parse(source, None).unwrap();
+        let tree = crate::syntax::SyntaxTree::new(tree);
         let model = SemanticModel::build(&tree, source, &[], frameworks::builtin());
         let scopes = &model.scopes;
         // What a rule's name filter may pass over: a call of `load` ends in `load`.
@@ -1719,6 +1714,7 @@ mod tests {
     fn syntax_errors_are_recorded_once_per_region() {
         let source = "def f(:\n    pass\nx = (1,\n";
         let tree = parse(source, None).unwrap();
+        let tree = crate::syntax::SyntaxTree::new(tree);
         let model = SemanticModel::build(&tree, source, &[], frameworks::builtin());
         assert!(!model.syntax_errors.is_empty());
     }

@@ -2,7 +2,7 @@
 //! loader), the first such loop around a node, the step function a node is in, and how a
 //! finding names them.
 
-use tree_sitter::Node;
+use crate::syntax::Node;
 
 use super::accumulation::forward_call;
 use super::position::Position;

@@ -3,7 +3,7 @@
 //! placement it computes from each batch counts as the accelerator's for TL104 — unless the
 //! code shows the host.
 
-use tree_sitter::Node;
+use crate::syntax::Node;
 
 use super::analysis::Analysis;
 

@@ -6,7 +6,7 @@
 
 use std::cell::Cell;
 
-use tree_sitter::Node;
+use crate::syntax::Node;
 
 use super::FunctionFacts;
 use super::SemanticModel;

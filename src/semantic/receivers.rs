@@ -2,7 +2,7 @@
 //! `dict(model.named_modules())[name]`), and whether that start is a model the code was given
 //! rather than one it made: what TL109 asks of a hook's receiver.
 
-use tree_sitter::Node;
+use crate::syntax::Node;
 
 use super::analysis::Analysis;
 use super::values::Kind;

@@ -2,7 +2,7 @@
 //! what it keeps (`acc = []`, `acc.clear()`), whether the container stays bounded, and so which
 //! enclosing loops a container outlives.
 
-use tree_sitter::Node;
+use crate::syntax::Node;
 
 use super::per_batch::per_batch_reason;
 use super::position::Position;

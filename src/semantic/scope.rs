@@ -6,7 +6,7 @@ use std::cell::{OnceCell, RefCell};
 use indexmap::IndexMap;
 use rustc_hash::FxBuildHasher;
 
-use tree_sitter::Node;
+use crate::syntax::Node;
 
 use crate::parse::{FIELDS, KINDS, is_identifier_char, text};
 use crate::source::TextRange;

@@ -3,8 +3,8 @@
 //! `utils.py`. A loop around such a call runs once per training step, as if the backward were
 //! written in it.
 
+use crate::syntax::Node;
 use rustc_hash::FxHashMap as HashMap;
-use tree_sitter::Node;
 
 use super::analysis::Analysis;
 use super::facts::Ask;

@@ -5,8 +5,8 @@
 //! pass: a graph-carrying tensor is kept with its graph (the finding goes on the storing line,
 //! once a caller in the run is seen passing one).
 
+use crate::syntax::Node;
 use serde::{Deserialize, Serialize};
-use tree_sitter::Node;
 
 use super::analysis::Analysis;
 use super::scope::Site;

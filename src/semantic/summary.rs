@@ -8,9 +8,9 @@
 //! Only the names some file of the run imports are summarised ([`Demand`]): the project's
 //! import statements are known before any file is parsed.
 
+use crate::syntax::Node;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
-use tree_sitter::Node;
 
 use super::analysis::Analysis;
 use super::datasets::WorkSummary;

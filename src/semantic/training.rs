@@ -3,8 +3,8 @@
 
 use std::sync::LazyLock;
 
+use crate::syntax::Node;
 use regex::Regex;
-use tree_sitter::Node;
 
 use super::frameworks::Frameworks;
 use crate::parse::{FIELDS, KINDS, text};

@@ -4,8 +4,8 @@
 //! Names are followed to the binding that reaches the use; calls to the file's own functions
 //! are followed into their `return`s with the arguments' facts.
 
+use crate::syntax::Node;
 use serde::{Deserialize, Serialize};
-use tree_sitter::Node;
 
 use super::analysis::Analysis;
 use super::facts::{Ask, module_facts};

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use tree_sitter::{Node, QueryCursor, QueryMatch, StreamingIterator};
+use tree_sitter::{QueryCursor, QueryMatch, StreamingIterator};
 
 use crate::checker::{Checker, GradMode, last_part_is};
 use crate::diagnostic::{Diagnostic, Edit, Fix};
@@ -14,6 +14,7 @@ use crate::rule_meta::declarative::{
     DeclarativeRule, FixEdit, FixSpec, GradRequirement, MatchClause, Predicate,
 };
 use crate::rule_meta::{Applicability, RuleMeta};
+use crate::syntax::Node;
 
 /// Runs clause `index` of a rule at `node` (whose kind is the clause's root kind): its
 /// prefilter first, so that the query is compiled only once a node passes it.
@@ -50,7 +51,11 @@ pub fn run_clause<'a>(
     }
     let clause = &spec.clauses()[index];
     let source = checker.text().as_bytes();
-    let mut matches = cursor.matches(&clause.query, node, source);
+    // The query runs on tree-sitter's own node; what it captures is read back as ours.
+    let Some(ts_node) = checker.tree.ts_node(node) else {
+        return;
+    };
+    let mut matches = cursor.matches(&clause.query, ts_node, source);
     while let Some(found) = matches.next() {
         // The rule's other clauses' patterns share the query; they run at their own turn.
         if found.pattern_index != clause.pattern {
@@ -90,7 +95,7 @@ fn evaluate<'a>(
     found: &QueryMatch<'_, 'a>,
     checker: &Checker<'a>,
 ) -> Option<Diagnostic> {
-    let capture = |index: u32| found.nodes_for_capture_index(index).next();
+    let capture = |index: u32| captured(checker, found, index);
     let report = clause.report.and_then(capture).unwrap_or(root);
     let mut labels = Vec::new();
 
@@ -199,6 +204,7 @@ fn fill_placeholders(
     found: &QueryMatch<'_, '_>,
     checker: &Checker<'_>,
 ) -> String {
+    let source = checker.text();
     let mut message = template.to_owned();
     for (index, name) in query.capture_names().iter().enumerate() {
         let placeholder = format!("{{{name}}}");
@@ -208,7 +214,7 @@ fn fill_placeholders(
         let text = found
             .nodes_for_capture_index(index as u32)
             .next()
-            .map(|node| crate::rules::snippet(checker.node_text(node), 60))
+            .map(|node| crate::rules::snippet(&source[node.byte_range()], 60))
             .unwrap_or_default();
         message = message.replace(&placeholder, &text);
     }
@@ -223,7 +229,7 @@ fn fix_edit<'a>(
 ) -> Option<Edit> {
     match &fix.edit {
         FixEdit::Replace { capture, template } => {
-            let node = found.nodes_for_capture_index(*capture).next()?;
+            let node = captured(checker, found, *capture)?;
             let mut content = template.clone();
             for (index, name) in query.capture_names().iter().enumerate() {
                 let placeholder = format!("{{{name}}}");
@@ -233,23 +239,21 @@ fn fix_edit<'a>(
                 // A capture the match left empty (an optional one): no fix rather than a
                 // placeholder written into the code.
                 let captured = found.nodes_for_capture_index(index as u32).next()?;
-                content = content.replace(&placeholder, checker.node_text(captured));
+                content = content.replace(&placeholder, &checker.text()[captured.byte_range()]);
             }
             Some(Edit {
                 range: node.byte_range(),
                 content,
             })
         }
-        FixEdit::RemoveStatement { capture } => crate::rules::edits::remove_statement(
-            checker,
-            found.nodes_for_capture_index(*capture).next()?,
-        ),
-        FixEdit::Unwrap { capture } => crate::rules::edits::unwrap_with(
-            checker,
-            found.nodes_for_capture_index(*capture).next()?,
-        ),
+        FixEdit::RemoveStatement { capture } => {
+            crate::rules::edits::remove_statement(checker, captured(checker, found, *capture)?)
+        }
+        FixEdit::Unwrap { capture } => {
+            crate::rules::edits::unwrap_with(checker, captured(checker, found, *capture)?)
+        }
         FixEdit::AppendArgument { capture, text } => {
-            let node = found.nodes_for_capture_index(*capture).next()?;
+            let node = captured(checker, found, *capture)?;
             let arguments = if node.kind_id() == KINDS.call {
                 node.child_by_field_id(FIELDS.arguments)?
             } else {
@@ -278,4 +282,10 @@ fn fix_edit<'a>(
             })
         }
     }
+}
+
+/// The first node a match captured under `index`, as the compact tree holds it.
+fn captured<'a>(checker: &Checker<'a>, found: &QueryMatch<'_, 'a>, index: u32) -> Option<Node<'a>> {
+    let node = found.nodes_for_capture_index(index).next()?;
+    checker.tree.node_for(node)
 }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use tree_sitter::Node;
+use crate::syntax::Node;
 
 use super::{first_per_batch, loop_header, short};
 use crate::checker::Checker;

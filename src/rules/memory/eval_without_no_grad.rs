@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use tree_sitter::Node;
+use crate::syntax::Node;
 
 use super::{forward_call, short};
 use crate::checker::{Checker, GradMode};

@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, LazyLock};
 
-use tree_sitter::Node;
+use crate::syntax::Node;
 
 use super::short;
 use crate::checker::Checker;

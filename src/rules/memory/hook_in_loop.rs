@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use tree_sitter::Node;
+use crate::syntax::Node;
 
 use super::tensor_accumulated::in_module_forward;
 use super::{loop_header, per_batch_function};

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use tree_sitter::Node;
+use crate::syntax::Node;
 
 use super::tensor_accumulated::in_module_forward;
 use super::{How, accumulation, carrying_loops, forward_call, loop_header, short};

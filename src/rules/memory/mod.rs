@@ -38,7 +38,7 @@ pub(super) fn device_name(checker: &crate::checker::Checker<'_>) -> &'static str
 /// `torch.autograd.backward(...)` under any alias (resolved only when the callee could be it).
 pub(super) fn backward_call<'a>(
     checker: &crate::checker::Checker<'a>,
-    call: tree_sitter::Node<'a>,
+    call: crate::syntax::Node<'a>,
 ) -> Option<bool> {
     use crate::parse::{FIELDS, KINDS};
     let callee = checker.callee(call)?;
@@ -63,7 +63,7 @@ pub(super) fn backward_call<'a>(
 /// [`record_graph_arguments`] as the rules that wait for graph-carrying arguments record it
 /// (`Check::facts`).
 pub fn record_graph_arguments_at<'a>(
-    node: tree_sitter::Node<'a>,
+    node: crate::syntax::Node<'a>,
     checker: &crate::checker::Checker<'a>,
 ) {
     record_graph_arguments(checker, node);

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use tree_sitter::Node;
+use crate::syntax::Node;
 
 use super::{first_per_batch, forward_call, loop_header, per_batch_function};
 use crate::checker::Checker;

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use tree_sitter::Node;
+use crate::syntax::Node;
 
 use super::{
     How, accumulation, backpropagated_in_loop, carrying_loops, first_per_batch, loop_header,

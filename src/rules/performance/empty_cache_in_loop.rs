@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use tree_sitter::Node;
+use crate::syntax::Node;
 
 use crate::checker::{Checker, last_part_is};
 use crate::diagnostic::{Diagnostic, Fix};

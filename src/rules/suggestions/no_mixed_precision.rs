@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use tree_sitter::Node;
+use crate::syntax::Node;
 
 use crate::checker::Checker;
 use crate::diagnostic::Diagnostic;
