@@ -89,6 +89,19 @@ static void open(Frame *frame, const TSLanguage *language, Subtree subtree, Leng
   frame->visible = visible;
 }
 
+// Room for one more frame on `*stack`; false when memory ran out (the stack is freed then).
+static bool reserve_frame(Frame **stack, uint32_t depth, uint32_t *capacity) {
+  if (depth < *capacity) return true;
+  Frame *grown = realloc(*stack, sizeof(Frame) * *capacity * 2);
+  if (!grown) {
+    free(*stack);
+    return false;
+  }
+  *stack = grown;
+  *capacity *= 2;
+  return true;
+}
+
 // Writes the tree's nodes to `out` (room for `capacity`); returns how many, or `capacity + 1`
 // when they do not fit (the caller sized it from the root's visible descendant count).
 uint32_t torchlint_build_syntax(TSNode root_node, TorchlintEntry *out, uint32_t capacity) {
@@ -189,31 +202,14 @@ uint32_t torchlint_build_syntax(TSNode root_node, TorchlintEntry *out, uint32_t 
           .flags = flags,
       };
       if (ts_subtree_child_count(child) > 0) {
-        if (depth == depth_capacity) {
-          depth_capacity *= 2;
-          Frame *grown = realloc(stack, sizeof(Frame) * depth_capacity);
-          if (!grown) {
-            free(stack);
-            return capacity + 1;
-          }
-          stack = grown;
-          frame = &stack[depth - 1];
-        }
+        if (!reserve_frame(&stack, depth, &depth_capacity)) return capacity + 1;
         open(&stack[depth++], language, child, position, index, 0, true, count);
         continue;
       }
     } else if (ts_subtree_child_count(child) > 0) {
       // Hidden: its children are the parent's, in place.
-      if (depth == depth_capacity) {
-        depth_capacity *= 2;
-        Frame *grown = realloc(stack, sizeof(Frame) * depth_capacity);
-        if (!grown) {
-          free(stack);
-          return capacity + 1;
-        }
-        stack = grown;
-        frame = &stack[depth - 1];
-      }
+      if (!reserve_frame(&stack, depth, &depth_capacity)) return capacity + 1;
+      frame = &stack[depth - 1];  // the stack may have moved
       open(&stack[depth++], language, child, position, frame->entry,
            inherited ? 0 : field, false, count);
       continue;

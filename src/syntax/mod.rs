@@ -448,25 +448,21 @@ impl<'t> TreeCursor<'t> {
     }
 
     pub fn goto_next_sibling(&mut self) -> bool {
-        if self.index == self.root {
-            return false;
-        }
-        match self.node().next_sibling() {
-            Some(next) => {
-                self.index = next.index;
-                true
-            }
-            None => false,
-        }
+        self.step(Node::next_sibling)
     }
 
     pub fn goto_parent(&mut self) -> bool {
+        self.step(Node::parent)
+    }
+
+    /// Moves to `to` of the current node, never out of the subtree the cursor started at.
+    fn step(&mut self, to: impl FnOnce(&Node<'t>) -> Option<Node<'t>>) -> bool {
         if self.index == self.root {
             return false;
         }
-        match self.node().parent() {
-            Some(parent) => {
-                self.index = parent.index;
+        match to(&self.node()) {
+            Some(node) => {
+                self.index = node.index;
                 true
             }
             None => false,
